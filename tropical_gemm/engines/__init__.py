@@ -1,0 +1,35 @@
+"""Engines compute products on one kind of array; the public API picks one per call.
+
+The choice is made from the arrays' type alone, without importing cupy, so
+``import tropical_gemm`` and every CPU call stay free of GPU libraries.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from types import ModuleType
+
+#: DLPack's device type for CUDA memory (kDLCUDA).
+_DLPACK_CUDA = 2
+
+
+def array_kind(x: object) -> str:
+    """``"cuda"`` for device arrays (cupy, CUDA array interface, CUDA DLPack), else ``"cpu"``."""
+    if type(x).__module__.split(".")[0] == "cupy" or hasattr(x, "__cuda_array_interface__"):
+        return "cuda"
+    dlpack_device = getattr(x, "__dlpack_device__", None)
+    if dlpack_device is not None and dlpack_device()[0] == _DLPACK_CUDA:
+        return "cuda"
+    return "cpu"
+
+
+def select_engine(*arrays: object) -> ModuleType:
+    """The engine module for these arrays; mixing host and device arrays is a ``TypeError``."""
+    kinds = {array_kind(x) for x in arrays}
+    if len(kinds) > 1:
+        described = ", ".join(f"{type(x).__module__}.{type(x).__name__}" for x in arrays)
+        raise TypeError(
+            f"cannot mix host (numpy) and device (cupy/CUDA) arrays in one call; got {described}. "
+            "Move all operands to one side first (cupy.asarray or cupy.asnumpy)."
+        )
+    return import_module(f"{__name__}.{kinds.pop()}")

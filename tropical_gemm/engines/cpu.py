@@ -1,0 +1,271 @@
+"""The exact CPU engine, on numpy.
+
+It is the reference the CUDA engine must match bit for bit, so every rule of
+the semantics (NaN ignored by min/max, saturating integers with an absorbing
+zero, ties to the smallest k, +0.0 for zero results) is spelt out here in the
+plainest numpy.  Speed comes from blocking, not cleverness: each block of C
+stays in cache while K streams past it, one ufunc call per (block, k), and the
+blocks run on a thread pool because numpy ufuncs release the GIL.  Memory is
+O(M·N) plus one block per worker, never the O(M·K·N) broadcast.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+
+from ..semirings import Semiring
+from ..shapes import operand_batch_index
+
+NAME = "cpu"
+
+#: Elements of C per block: two such float32 blocks (accumulator and candidate)
+#: fit in a core's L2 while K streams past.
+BLOCK_ELEMENTS = 16384
+
+Candidate = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@lru_cache(maxsize=1)
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="tropical_gemm_cpu")
+
+
+# ---------------------------------------------------------------- candidates
+
+_FLOAT_MUL: dict[str, Candidate] = {"plus": np.add, "times": np.multiply, "min": np.fmin, "max": np.fmax}
+_INT_MUL_UNCHECKED: dict[str, Candidate] = {
+    "plus": np.add, "times": np.multiply, "min": np.minimum, "max": np.maximum,
+}
+
+
+def _is_tame(x: np.ndarray, mul: str) -> bool:
+    """True when no ⊗ between values of ``x`` can overflow or meet the zero.
+
+    Then plain integer arithmetic is exact, and the engine may skip the
+    saturating path.  The same test decides the fast path inside the kernels.
+    """
+    if mul in ("min", "max") or x.size == 0:
+        return True
+    bits = x.dtype.itemsize * 8
+    limit = 2 ** (bits - 2) if mul == "plus" else 2 ** ((bits - 2) // 2)
+    return bool(x.min() >= -limit and x.max() < limit)
+
+
+def _saturating_add(a: np.ndarray, b: np.ndarray, zero: np.generic) -> np.ndarray:
+    """``a + b`` clamped to the dtype's range, with ``zero`` absorbing."""
+    info = np.iinfo(a.dtype)
+    if a.dtype.itemsize < 8:
+        total = np.clip(a.astype(np.int64) + b.astype(np.int64), info.min, info.max).astype(a.dtype)
+    else:
+        with np.errstate(over="ignore"):
+            total = a + b
+        overflow = ((a ^ total) & (b ^ total)) < 0
+        total = np.where(overflow, np.where(a < 0, info.min, info.max), total)
+    return np.where((a == zero) | (b == zero), zero, total)
+
+
+def _saturating_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a * b`` clamped to the dtype's range (0 absorbs by arithmetic)."""
+    info = np.iinfo(a.dtype)
+    if a.dtype.itemsize < 8:
+        return np.clip(a.astype(np.int64) * b.astype(np.int64), info.min, info.max).astype(a.dtype)
+    with np.errstate(over="ignore"):
+        product = a * b
+    estimate = a.astype(np.float64) * b.astype(np.float64)
+    result = np.where(estimate >= 2.0**64, info.max, np.where(estimate <= -(2.0**64), info.min, product))
+    unsure = (np.abs(estimate) >= 2.0**62) & (np.abs(estimate) < 2.0**64)
+    if unsure.any():
+        a_b, b_b = np.broadcast_arrays(a, b)
+        for pos in zip(*np.nonzero(unsure)):
+            exact = int(a_b[pos]) * int(b_b[pos])
+            result[pos] = min(max(exact, info.min), info.max)
+    return result
+
+
+def candidate_function(semiring: Semiring, dtype: np.dtype, tame: bool) -> Candidate:
+    """The elementwise ⊗ for one dtype, exact under the documented rules."""
+    if dtype.kind == "f":
+        return _FLOAT_MUL[semiring.mul]
+    if tame or semiring.mul in ("min", "max"):
+        return _INT_MUL_UNCHECKED[semiring.mul]
+    if semiring.mul == "times":
+        return _saturating_mul
+    zero = semiring.zero(dtype)
+    return lambda a, b: _saturating_add(a, b, zero)
+
+
+def reduce_function(semiring: Semiring, dtype: np.dtype) -> np.ufunc:
+    """The ⊕ ufunc: fmax/fmin (NaN ignored) for floats, maximum/minimum for ints."""
+    if dtype.kind == "f":
+        return np.fmax if semiring.add == "max" else np.fmin
+    return np.maximum if semiring.add == "max" else np.minimum
+
+
+# ------------------------------------------------------------------- forward
+
+
+def _blocks(m: int, n: int) -> list[tuple[slice, slice]]:
+    cols = min(n, BLOCK_ELEMENTS) or 1
+    rows = max(1, BLOCK_ELEMENTS // cols)
+    return [
+        (slice(r, min(r + rows, m)), slice(c, min(c + cols, n)))
+        for r in range(0, m, rows)
+        for c in range(0, n, cols)
+    ]
+
+
+def _forward_block(
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray,
+    argmax_out: np.ndarray | None,
+    rows: slice,
+    cols: slice,
+    semiring: Semiring,
+    candidate: Candidate,
+) -> None:
+    """One block of C over the whole of K; ties keep the smallest k."""
+    dtype = out.dtype
+    zero = semiring.zero(dtype)
+    acc = np.full((rows.stop - rows.start, cols.stop - cols.start), zero, dtype=dtype)
+    a_block = a[rows]
+    b_block = b[:, cols]
+    if argmax_out is None:
+        reduce = reduce_function(semiring, dtype)
+        for k in range(a.shape[1]):
+            reduce(acc, candidate(a_block[:, k : k + 1], b_block[k : k + 1]), out=acc)
+    else:
+        better = np.greater if semiring.add == "max" else np.less
+        idx = np.full(acc.shape, -1, dtype=argmax_out.dtype)
+        wins = np.empty(acc.shape, dtype=bool)
+        for k in range(a.shape[1]):
+            cand = candidate(a_block[:, k : k + 1], b_block[k : k + 1])
+            better(cand, acc, out=wins)
+            np.copyto(acc, cand, where=wins)
+            np.copyto(idx, k, where=wins)
+        argmax_out[rows, cols] = idx
+    if dtype.kind == "f":
+        acc += 0.0  # a zero result is always +0.0, whichever signed zero won
+    out[rows, cols] = acc
+
+
+def forward(
+    a: np.ndarray,
+    b: np.ndarray,
+    semiring: Semiring,
+    out: np.ndarray,
+    argmax_out: np.ndarray | None,
+) -> None:
+    """Write ``a ⊗ b`` (batched, broadcast) into ``out``, and the argmax if asked.
+
+    ``out`` and ``argmax_out`` have the broadcast shape ``(*batch, M, N)``.
+    """
+    batch = out.shape[:-2]
+    tame = _is_tame(a, semiring.mul) and _is_tame(b, semiring.mul)
+    candidate = candidate_function(semiring, out.dtype, tame)
+    tasks = []
+    for index in np.ndindex(*batch):
+        a2 = a[operand_batch_index(index, a.shape[:-2])]
+        b2 = np.ascontiguousarray(b[operand_batch_index(index, b.shape[:-2])])
+        c2 = out[index]
+        i2 = None if argmax_out is None else argmax_out[index]
+        for rows, cols in _blocks(c2.shape[0], c2.shape[1]):
+            tasks.append((a2, b2, c2, i2, rows, cols, semiring, candidate))
+    _run(tasks, work=out.size * max(a.shape[-1], 1))
+
+
+def _run(tasks: list[tuple], work: int) -> None:
+    """Run blocks on the pool when there is enough work to pay for threads."""
+    if len(tasks) == 1 or work < 2**20:
+        for task in tasks:
+            _forward_block(*task)
+        return
+    for future in [_pool().submit(_forward_block, *task) for task in tasks]:
+        future.result()
+
+
+# ------------------------------------------------------------------ backward
+
+
+def winner_is_a(semiring: Semiring, a_val: np.ndarray, b_val: np.ndarray) -> np.ndarray:
+    """Where ⊗ is a min or max, which operand's value the candidate took (A on ties)."""
+    if semiring.mul == "min":
+        return (a_val <= b_val) | np.isnan(b_val)
+    return (a_val >= b_val) | np.isnan(b_val)
+
+
+def _backward_2d(
+    grad_c: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    argmax: np.ndarray,
+    semiring: Semiring,
+    grad_a: np.ndarray,
+    grad_b: np.ndarray,
+) -> None:
+    """Scatter one product's gradient into grad_a and grad_b, in row-major (i, j) order."""
+    rows, cols = np.nonzero(argmax >= 0)
+    ks = argmax[rows, cols].astype(np.intp)
+    g = grad_c[rows, cols]
+    a_val = a[rows, ks]
+    b_val = b[ks, cols]
+    if semiring.mul == "plus":
+        np.add.at(grad_a, (rows, ks), g)
+        np.add.at(grad_b, (ks, cols), g)
+    elif semiring.mul == "times":
+        np.add.at(grad_a, (rows, ks), g * b_val)
+        np.add.at(grad_b, (ks, cols), g * a_val)
+    else:
+        to_a = winner_is_a(semiring, a_val, b_val)
+        np.add.at(grad_a, (rows[to_a], ks[to_a]), g[to_a])
+        to_b = ~to_a
+        np.add.at(grad_b, (ks[to_b], cols[to_b]), g[to_b])
+
+
+def backward(
+    grad_c: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    argmax: np.ndarray,
+    semiring: Semiring,
+    deterministic: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gradients of a (batched) product, reduced over broadcast batch dims.
+
+    The CPU engine is always deterministic, whatever ``deterministic`` says.
+    Contributions are added in float of the operands' dtype, batch by batch in
+    order, then row-major within a batch: the order the CUDA engine's
+    deterministic mode reproduces.
+    """
+    grad_a = np.zeros(a.shape, dtype=a.dtype)
+    grad_b = np.zeros(b.shape, dtype=b.dtype)
+    for index in np.ndindex(*grad_c.shape[:-2]):
+        ia = operand_batch_index(index, a.shape[:-2])
+        ib = operand_batch_index(index, b.shape[:-2])
+        _backward_2d(grad_c[index], a[ia], b[ib], argmax[index], semiring, grad_a[ia], grad_b[ib])
+    return grad_a, grad_b
+
+
+# --------------------------------------------------------------- array glue
+
+
+def as_array(x: object) -> np.ndarray:
+    """Any host array-like as a numpy array (no copy when it already is one)."""
+    return np.asarray(x)
+
+
+def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
+
+
+def is_c_contiguous(x: np.ndarray) -> bool:
+    return bool(x.flags.c_contiguous)
+
+
+def may_share_memory(x: np.ndarray, y: np.ndarray) -> bool:
+    return bool(np.may_share_memory(x, y))

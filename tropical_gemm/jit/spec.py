@@ -1,0 +1,121 @@
+"""Kernel specs: the name of exactly one CUDA kernel the library can build.
+
+A spec is the unit of laziness: the registry compiles, caches and loads one
+spec at a time.  Everything that changes the generated code is a field here
+(or is derived from the fields by the source assembly), so two equal specs
+always mean the same kernel and a spec's name is stable across releases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+from ..dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
+from ..semirings import get_semiring, semirings
+
+#: Forward products, plain and with the argmax, and the two gradient scatters.
+OPS: tuple[str, ...] = ("forward", "forward_argmax", "backward_a", "backward_b")
+FORWARD_OPS: tuple[str, ...] = ("forward", "forward_argmax")
+BACKWARD_OPS: tuple[str, ...] = ("backward_a", "backward_b")
+
+#: How an operand is laid out in memory.  "row": its last axis is the
+#: contiguous one (C order); "col": its second-to-last axis is (F order, or a
+#: transposed view).  Forward kernels read either without a copy.
+LAYOUTS: tuple[str, ...] = ("row", "col")
+
+#: Tile families: "square" is the register-tiled kernel for large M and N;
+#: "skinny" is for products where M or N is below a tile, or K is tiny.
+TILES: tuple[str, ...] = ("square", "skinny")
+
+_DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel: an operation on one semiring and dtype, in one variant.
+
+    ``a_layout``/``b_layout``/``tile`` apply to forward ops; ``deterministic``
+    applies to backward ops (a fixed-order scatter instead of atomics).
+    Construct through :func:`make_spec` or the catalogue, which validate.
+    """
+
+    op: str
+    semiring: str
+    dtype: str
+    a_layout: str = "row"
+    b_layout: str = "row"
+    tile: str = "square"
+    deterministic: bool = False
+
+    @property
+    def name(self) -> str:
+        """A readable C identifier, also the kernel's ``extern "C"`` entry point."""
+        parts = ["tg", self.op, self.semiring, _DTYPE_TAGS[self.dtype]]
+        if self.op in FORWARD_OPS:
+            parts += [self.a_layout[0] + self.b_layout[0], self.tile]
+        elif self.deterministic:
+            parts.append("det")
+        return "_".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "op": self.op, "semiring": self.semiring, "dtype": self.dtype, "a_layout": self.a_layout,
+            "b_layout": self.b_layout, "tile": self.tile, "deterministic": self.deterministic,
+        }
+
+
+def make_spec(
+    op: str,
+    semiring: str,
+    dtype: str,
+    *,
+    a_layout: str = "row",
+    b_layout: str = "row",
+    tile: str = "square",
+    deterministic: bool = False,
+) -> KernelSpec:
+    """A validated spec with canonical names; unused variant fields are normalised.
+
+    Raises ``ValueError`` naming the valid values for any field that is off.
+    """
+    _check("op", op, OPS)
+    _check("dtype", dtype, SUPPORTED_DTYPES)
+    _check("a_layout", a_layout, LAYOUTS)
+    _check("b_layout", b_layout, LAYOUTS)
+    _check("tile", tile, TILES)
+    canonical = get_semiring(semiring).name
+    if op in BACKWARD_OPS:
+        if dtype not in FLOAT_DTYPES:
+            raise ValueError(f"backward kernels exist for float dtypes only ({', '.join(FLOAT_DTYPES)}), got {dtype}")
+        return KernelSpec(op, canonical, dtype, deterministic=bool(deterministic))
+    return KernelSpec(op, canonical, dtype, a_layout, b_layout, tile)
+
+
+def _check(field: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {field} {value!r}; valid values are {', '.join(allowed)}")
+
+
+def catalogue(
+    *,
+    semirings_: "tuple[str, ...] | list[str] | None" = None,
+    dtypes: "tuple[str, ...] | list[str] | None" = None,
+    ops: "tuple[str, ...] | list[str] | None" = None,
+) -> list[KernelSpec]:
+    """Every spec the library can build, optionally narrowed by semiring, dtype and op."""
+    chosen_semirings = [get_semiring(s).name for s in semirings_] if semirings_ else list(semirings())
+    chosen_dtypes = list(dtypes) if dtypes else list(SUPPORTED_DTYPES)
+    chosen_ops = list(ops) if ops else list(OPS)
+    for d in chosen_dtypes:
+        _check("dtype", d, SUPPORTED_DTYPES)
+    for o in chosen_ops:
+        _check("op", o, OPS)
+    specs: list[KernelSpec] = []
+    for op, sr, dt in product(chosen_ops, chosen_semirings, chosen_dtypes):
+        if op in FORWARD_OPS:
+            specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)
+                      for la, lb, t in product(LAYOUTS, LAYOUTS, TILES)]
+        elif dt in FLOAT_DTYPES:
+            specs += [make_spec(op, sr, dt, deterministic=det) for det in (False, True)]
+    return specs

@@ -1,0 +1,67 @@
+"""Shape rules of a batched product, as pure functions on tuples.
+
+They follow ``numpy.matmul`` for ndim >= 2: ``(..., M, K) @ (..., K, N)`` with
+the leading (batch) dimensions broadcast.  Both engines and the torch layer
+call these, so a shape error reads the same whichever array type was passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProductShape:
+    """The sizes of one (possibly batched) product ``C = A ⊗ B``."""
+
+    batch: tuple[int, ...]
+    m: int
+    k: int
+    n: int
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (*self.batch, self.m, self.n)
+
+
+def product_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> ProductShape:
+    """Check two operand shapes and return the product's sizes.
+
+    Raises ``ValueError`` naming the shapes when either operand has fewer than
+    two dimensions, the inner sizes differ, or the batch dimensions do not
+    broadcast.
+    """
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise ValueError(
+            f"tropical matmul needs operands with at least 2 dimensions, got shapes {a_shape} and {b_shape}"
+        )
+    m, k = a_shape[-2:]
+    k_b, n = b_shape[-2:]
+    if k != k_b:
+        raise ValueError(
+            f"inner dimensions differ: a has shape {a_shape} (K={k}) but b has shape {b_shape} (K={k_b})"
+        )
+    return ProductShape(broadcast_batch(a_shape[:-2], b_shape[:-2], a_shape, b_shape), m, k, n)
+
+
+def broadcast_batch(
+    a_batch: tuple[int, ...], b_batch: tuple[int, ...], a_shape: tuple[int, ...], b_shape: tuple[int, ...]
+) -> tuple[int, ...]:
+    """Broadcast two batch shapes with numpy's rule (right-aligned, 1 stretches)."""
+    ndim = max(len(a_batch), len(b_batch))
+    a_full = (1,) * (ndim - len(a_batch)) + tuple(a_batch)
+    b_full = (1,) * (ndim - len(b_batch)) + tuple(b_batch)
+    out = []
+    for da, db in zip(a_full, b_full):
+        if da != db and 1 not in (da, db):
+            raise ValueError(
+                f"batch dimensions do not broadcast: a has shape {a_shape}, b has shape {b_shape}"
+            )
+        out.append(db if da == 1 else da)
+    return tuple(out)
+
+
+def operand_batch_index(index: tuple[int, ...], operand_batch: tuple[int, ...]) -> tuple[int, ...]:
+    """Map an index into the broadcast batch onto an operand's own batch dims."""
+    offset = len(index) - len(operand_batch)
+    return tuple(0 if size == 1 else index[offset + d] for d, size in enumerate(operand_batch))
