@@ -1,0 +1,105 @@
+"""Source assembly: one spec becomes one small, self-contained CUDA program.
+
+The program is the shared preamble (``cuda_src/preamble.cuh``: semiring
+functors, limits, tile templates) followed by the fragment for the spec's
+operation, rendered with the spec's semiring, dtype, layouts and tile sizes.
+Each fragment defines one ``extern "C"`` entry point named after the spec, so
+a cubin loaded from disk is found by that name with no recompile.  The text
+returned here is what the cache key hashes: contents, never file paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from string import Template
+
+from .spec import FORWARD_OPS, KernelSpec
+
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+_SEMIRING_TYPES = {
+    "max_plus": "tg::MaxPlus", "min_plus": "tg::MinPlus", "max_mul": "tg::MaxMul",
+    "max_min": "tg::MaxMin", "min_max": "tg::MinMax",
+}
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """Block tile (BM×BN×BK) and per-thread tile (TM×TN) of the forward kernels.
+
+    ``threads`` is derived: one thread per TM×TN sub-tile of the block tile.
+    For the skinny family, BN is the columns per block and TM the rows each
+    thread keeps (BK is the K chunk staged in shared memory).
+    """
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+#: Tile shapes per (family, dtype).  8-byte dtypes get half-width thread tiles so
+#: that accumulators and operand fragments fit the register file.
+TILE_SHAPES: dict[tuple[str, str], TileShape] = {
+    ("square", "float32"): TileShape(128, 128, 8, 8, 8),
+    ("square", "int32"): TileShape(128, 128, 8, 8, 8),
+    ("square", "float64"): TileShape(64, 64, 8, 4, 4),
+    ("square", "int64"): TileShape(64, 64, 8, 4, 4),
+    ("skinny", "float32"): TileShape(8, 256, 32, 8, 1),
+    ("skinny", "int32"): TileShape(8, 256, 32, 8, 1),
+    ("skinny", "float64"): TileShape(8, 256, 32, 8, 1),
+    ("skinny", "int64"): TileShape(8, 256, 32, 8, 1),
+}
+
+#: Threads per block of the backward (scatter) kernels.
+BACKWARD_THREADS = 256
+
+
+def tile_shape(spec: KernelSpec) -> TileShape:
+    return TILE_SHAPES[(spec.tile, spec.dtype)]
+
+
+@lru_cache(maxsize=None)
+def read_cuda_file(filename: str) -> str:
+    """The text of a file in ``cuda_src/``, found through the installed package."""
+    return resources.files("tropical_gemm.cuda_src").joinpath(filename).read_text(encoding="utf-8")
+
+
+def preamble() -> str:
+    return read_cuda_file("preamble.cuh")
+
+
+def fragment(spec: KernelSpec) -> str:
+    """The rendered instantiation fragment for one spec (without the preamble)."""
+    values = {
+        "name": spec.name,
+        "semiring": _SEMIRING_TYPES[spec.semiring],
+        "T": _C_TYPES[spec.dtype],
+    }
+    if spec.op in FORWARD_OPS:
+        shape = tile_shape(spec)
+        values.update(
+            argmax="true" if spec.op == "forward_argmax" else "false",
+            a_row="true" if spec.a_layout == "row" else "false",
+            b_row="true" if spec.b_layout == "row" else "false",
+            bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
+        )
+        template = read_cuda_file(f"forward_{spec.tile}.cu")
+    else:
+        values.update(
+            threads=BACKWARD_THREADS,
+            deterministic="true" if spec.deterministic else "false",
+        )
+        template = read_cuda_file(f"{spec.op}.cu")
+    return Template(template).substitute(values)
+
+
+def kernel_source(spec: KernelSpec) -> str:
+    """The complete program for one spec: preamble plus its fragment."""
+    return f"{preamble()}\n// ---- fragment: {spec.name}\n{fragment(spec)}"
