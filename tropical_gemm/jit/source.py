@@ -68,7 +68,7 @@ def tile_shape(spec: KernelSpec) -> TileShape:
 @lru_cache(maxsize=None)
 def read_cuda_file(filename: str) -> str:
     """The text of a file in ``cuda_src/``, found through the installed package."""
-    return resources.files("tropical_gemm.cuda_src").joinpath(filename).read_text(encoding="utf-8")
+    return resources.files("tropical_gemm").joinpath("cuda_src", filename).read_text(encoding="utf-8")
 
 
 def preamble() -> str:
