@@ -89,6 +89,9 @@ def fragment(spec: KernelSpec) -> str:
             a_row="true" if spec.a_layout == "row" else "false",
             b_row="true" if spec.b_layout == "row" else "false",
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
+            # Two resident blocks per SM hide the barrier latency of the plain product;
+            # the argmax variant keeps index registers too and would spill under that cap.
+            min_blocks=1 if spec.op == "forward_argmax" else 2,
         )
         template = read_cuda_file(f"forward_{spec.tile}.cu")
     else:

@@ -1,0 +1,267 @@
+"""The CUDA engine: picks a kernel spec for each call and launches it through CuPy.
+
+Every decision that depends on the arrays (tile family, orientation, layout,
+how the batch dimensions fold) is made here from shapes and strides; the
+kernels themselves take any strides, so no operand is ever copied.  Launches
+go to CuPy's current stream and nothing here synchronises the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..jit import get_function, make_spec
+from ..jit.source import BACKWARD_THREADS, TILE_SHAPES
+from ..semirings import Semiring
+
+NAME = "cuda"
+
+#: Products whose smaller side (M, or N after transposing) is at most this
+#: many rows use the skinny family: a square tile would leave most lanes idle.
+SKINNY_MAX_ROWS = 16
+
+#: Batch dimensions a kernel indexes itself; more are folded or looped over.
+KERNEL_BATCH_DIMS = 3
+
+_GRID_LIMIT = 2**31 - 1
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RuntimeError(
+            "device arrays were passed but CuPy is not installed: pip install 'tropical-gemm-jit[cuda]'"
+        ) from exc
+    return cupy
+
+
+# --------------------------------------------------------------- array glue
+
+
+def as_array(x: Any):
+    """A cupy array viewing ``x`` (cupy, CUDA array interface, or CUDA DLPack), no copy."""
+    cupy = _cupy()
+    if isinstance(x, cupy.ndarray):
+        return x
+    if hasattr(x, "__cuda_array_interface__"):
+        return cupy.asarray(x)
+    return cupy.from_dlpack(x)
+
+
+def empty(shape: tuple[int, ...], dtype: np.dtype):
+    return _cupy().empty(shape, dtype=dtype)
+
+
+def is_c_contiguous(x: Any) -> bool:
+    return bool(x.flags.c_contiguous)
+
+
+def may_share_memory(x: Any, y: Any) -> bool:
+    return bool(_cupy().may_share_memory(x, y))
+
+
+def _device_of(*arrays: Any):
+    """The one device all arrays live on; arrays on several devices are a ``ValueError``."""
+    ids = {x.device.id for x in arrays}
+    if len(ids) > 1:
+        raise ValueError(f"all arrays must be on one GPU, got arrays on devices {sorted(ids)}")
+    return _cupy().cuda.Device(ids.pop())
+
+
+# ------------------------------------------------------------ batch folding
+
+
+def _element_strides(x: Any) -> tuple[int, ...]:
+    return tuple(s // x.itemsize for s in x.strides)
+
+
+def batch_strides(operand_shape: tuple[int, ...], operand_strides: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides of an operand's batch dims over the broadcast batch; 0 where it broadcasts."""
+    own = len(operand_shape) - 2
+    out = []
+    for d in range(len(batch)):
+        od = d - (len(batch) - own)
+        out.append(0 if od < 0 or operand_shape[od] == 1 else operand_strides[od])
+    return tuple(out)
+
+
+def fold_batch(batch: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Merge batch dims that every array walks with one stride; drop size-1 dims.
+
+    The result indexes the same elements in the same (row-major) order, which
+    both the kernels' batch loop and the deterministic gradient order rely on.
+    """
+    dims: list[int] = []
+    folded: list[list[int]] = [[] for _ in strides]
+    for d, size in enumerate(batch):
+        if size == 1:
+            continue
+        if dims and all(f[-1] == s[d] * size for f, s in zip(folded, strides)):
+            dims[-1] *= size
+            for f, s in zip(folded, strides):
+                f[-1] = s[d]
+            continue
+        dims.append(size)
+        for f, s in zip(folded, strides):
+            f.append(s[d])
+    return tuple(dims), [tuple(f) for f in folded]
+
+
+def _padded(values: tuple[int, ...], fill: int) -> tuple[int, ...]:
+    return (fill,) * (KERNEL_BATCH_DIMS - len(values)) + tuple(values)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A batched problem in the form the kernels take: sizes, strides, folded batch."""
+
+    m: int
+    n: int
+    k: int
+    batch_dims: tuple[int, ...]
+    batch_strides: tuple[tuple[int, ...], ...]
+
+    @property
+    def batches(self) -> int:
+        return int(np.prod(self.batch_dims, dtype=np.int64)) if self.batch_dims else 1
+
+    def batch_args(self) -> list[np.int64]:
+        """``d1, d2`` then each array's three padded batch strides."""
+        dims = _padded(self.batch_dims, 1)
+        args = [dims[1], dims[2]]
+        for s in self.batch_strides:
+            args += list(_padded(s, 0))
+        return [np.int64(v) for v in args]
+
+
+def _split_batches(batch: tuple[int, ...], arrays: list[Any]):
+    """Yield (sub-arrays, batch) pieces whose batch folds into the kernels' dims.
+
+    Almost every call yields once.  Only a batch with more independent dims
+    than a kernel indexes is split on its leading dim, in ascending order, so
+    the deterministic gradient order is kept.
+    """
+    strides = [batch_strides(x.shape, _element_strides(x), batch) for x in arrays]
+    dims, _ = fold_batch(batch, strides)
+    if len(dims) <= KERNEL_BATCH_DIMS:
+        yield arrays, batch
+        return
+    for i in range(batch[0]):
+        yield from _split_batches(batch[1:], [_leading_slice(x, i, len(batch)) for x in arrays])
+
+
+def _leading_slice(x: Any, i: int, batch_ndim: int) -> Any:
+    """``x`` at index ``i`` of the broadcast batch's leading dim (as broadcasting reads it)."""
+    if x.ndim - 2 < batch_ndim:
+        return x
+    return x[0] if x.shape[0] == 1 else x[i]
+
+
+# ------------------------------------------------------------------ forward
+
+
+def choose_tile(m: int, n: int) -> tuple[str, bool]:
+    """The tile family, and whether to compute C^T = B^T ⊗ A^T so the short side is M."""
+    if min(m, n) <= SKINNY_MAX_ROWS:
+        return "skinny", n < m
+    return "square", False
+
+
+def _layout(row_stride: int, col_stride: int) -> str:
+    """"row" when the operand's last axis is the closer one in memory."""
+    return "row" if abs(col_stride) <= abs(row_stride) else "col"
+
+
+def forward(a: Any, b: Any, semiring: Semiring, out: Any, argmax_out: Any) -> None:
+    """Launch the forward kernel(s) writing ``out`` (and ``argmax_out``)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    with _device_of(a, b, out, *(() if argmax_out is None else (argmax_out,))):
+        if out.size == 0:
+            return
+        if k == 0:
+            out.fill(semiring.zero(out.dtype))
+            if argmax_out is not None:
+                argmax_out.fill(-1)
+            return
+        if argmax_out is not None and k >= 2**31:
+            raise ValueError(f"argmax on the GPU supports K < 2**31, got K={k}")
+        batch = out.shape[:-2]
+        arrays = [a, b, out] + ([] if argmax_out is None else [argmax_out])
+        for (sa, sb, sc, *si), sub_batch in _split_batches(batch, arrays):
+            _forward_launch(sa, sb, sc, si[0] if si else None, semiring, sub_batch)
+
+
+def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...]) -> None:
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    tile, transpose = choose_tile(m, n)
+    a_sm, a_sk = _element_strides(a)[-2:]
+    b_sk, b_sn = _element_strides(b)[-2:]
+    c_sm, c_sn = n, 1
+    strides = [batch_strides(a.shape, _element_strides(a), batch), batch_strides(b.shape, _element_strides(b), batch)]
+    dims, (sa, sb) = fold_batch(batch, strides)
+    if transpose:  # C^T (N×M) = B^T (N×K) ⊗ A^T (K×M): every ⊗ commutes
+        a, b = b, a
+        m, n = n, m
+        a_sm, a_sk, b_sk, b_sn = b_sn, b_sk, a_sk, a_sm
+        c_sm, c_sn = c_sn, c_sm
+        sa, sb = sb, sa
+    spec = make_spec(
+        "forward_argmax" if idx is not None else "forward", semiring.name, c.dtype.name,
+        a_layout=_layout(a_sm, a_sk), b_layout=_layout(b_sk, b_sn), tile=tile,
+    )
+    shape = TILE_SHAPES[(tile, spec.dtype)]
+    launch = Launch(m, n, k, dims, (sa, sb))
+    tiles = -(-m // shape.bm) * -(-n // shape.bn) * launch.batches
+    args = [a, b, c, idx if idx is not None else np.uintp(0)] + [
+        np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, launch.batches)
+    ] + launch.batch_args()
+    get_function(spec)((min(tiles, _GRID_LIMIT),), (shape.threads,), tuple(args))
+
+
+# ----------------------------------------------------------------- backward
+
+
+def backward(grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deterministic: bool = False):
+    """Gradients of a product, reduced over broadcast dims; see ``api.matmul_backward``."""
+    cupy = _cupy()
+    with _device_of(grad_c, a, b, argmax):
+        grad_c = cupy.ascontiguousarray(grad_c)
+        argmax = cupy.ascontiguousarray(argmax, dtype=np.int32)
+        grad_a = cupy.zeros(a.shape, dtype=a.dtype)
+        grad_b = cupy.zeros(b.shape, dtype=b.dtype)
+        if grad_c.size == 0 or a.shape[-1] == 0:
+            return grad_a, grad_b
+        batch = grad_c.shape[:-2]
+        for (sg, si, sa, sb, sga, sgb), sub_batch in _split_batches(batch, [grad_c, argmax, a, b, grad_a, grad_b]):
+            for op, grad in (("backward_a", sga), ("backward_b", sgb)):
+                _backward_launch(op, sg, si, sa, sb, grad, sga, sgb, semiring, sub_batch, deterministic)
+        return grad_a, grad_b
+
+
+def _backward_launch(op: str, g: Any, idx: Any, a: Any, b: Any, grad: Any, grad_a: Any, grad_b: Any,
+                     semiring: Semiring, batch: tuple[int, ...], deterministic: bool) -> None:
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    arrays = (a, b, grad_a, grad_b)
+    strides = [batch_strides(x.shape, _element_strides(x), batch) for x in arrays]
+    dims, folded = fold_batch(batch, strides)
+    launch = Launch(m, n, k, dims, tuple(folded))
+    spec = make_spec(op, semiring.name, a.dtype.name, deterministic=deterministic)
+    operand_batches = int(np.prod(grad.shape[:-2], dtype=np.int64))
+    if deterministic:
+        work = operand_batches * (m if op == "backward_a" else n)
+    else:
+        work = launch.batches * m * n
+    blocks = max(1, min(-(-work // BACKWARD_THREADS), _GRID_LIMIT))
+    a_sm, a_sk = _element_strides(a)[-2:]
+    b_sk, b_sn = _element_strides(b)[-2:]
+    args = [g, a, b, idx, grad] + [
+        np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, launch.batches)
+    ] + launch.batch_args() + [np.int64(operand_batches)]
+    get_function(spec)((blocks,), (BACKWARD_THREADS,), tuple(args))
