@@ -1,0 +1,230 @@
+"""The CUDA engine against the CPU engine: bit for bit, on every kernel the catalogue has.
+
+The CPU engine is itself checked against a naive reference (test_semantics),
+so agreement here means the kernels compute the documented function.  Inputs
+are fresh random data seasoned with the values that break kernels: ±inf, NaN,
+signed zeros, integer extremes, and numbers large enough to saturate.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import tropical_gemm as tg
+
+pytestmark = pytest.mark.gpu
+
+SEMIRINGS = tg.semirings()
+DTYPES = ("float32", "float64", "int32", "int64")
+
+
+@pytest.fixture(scope="module")
+def cp():
+    import cupy
+
+    return cupy
+
+
+def seasoned(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, *, wild: bool = True) -> np.ndarray:
+    """Random values in the dtype's working range, a fraction replaced by edge values."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        x = rng.normal(0, 4, size=shape).astype(dt)
+        specials = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e30, -1e30], dtype=dt)
+    else:
+        info = np.iinfo(dt)
+        x = rng.integers(-1000, 1000, size=shape, dtype=dt)
+        specials = np.array([info.min, info.max, info.min + 1, info.max - 1, 0, info.max // 2, info.min // 2], dtype=dt)
+    if wild and x.size:
+        mask = rng.random(shape) < 0.08
+        x[mask] = rng.choice(specials, size=int(mask.sum()))
+    return x
+
+
+def assert_same_bits(gpu_value, cpu_value) -> None:
+    got = gpu_value.get() if hasattr(gpu_value, "get") else np.asarray(gpu_value)
+    assert got.shape == cpu_value.shape and got.dtype == cpu_value.dtype
+    if got.dtype.kind == "f":
+        np.testing.assert_array_equal(got.view(f"i{got.itemsize}"), cpu_value.view(f"i{got.itemsize}"))
+    else:
+        np.testing.assert_array_equal(got, cpu_value)
+
+
+def both_engines(cp, a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool):
+    cpu = tg.matmul(a, b, semiring, argmax=argmax)
+    gpu = tg.matmul(cp.asarray(a), cp.asarray(b), semiring, argmax=argmax)
+    return cpu, gpu
+
+
+@pytest.mark.parametrize("semiring,dtype", list(itertools.product(SEMIRINGS, DTYPES)))
+@pytest.mark.parametrize("argmax", [False, True])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (67, 45, 133), (130, 9, 257), (3, 300, 5), (200, 17, 2)])
+def test_forward_matches_cpu_bitwise(cp, semiring, dtype, argmax, shape):
+    rng = np.random.default_rng(hash((semiring, dtype, argmax, shape)) % 2**32)
+    m, k, n = shape
+    a, b = seasoned(rng, (m, k), dtype), seasoned(rng, (k, n), dtype)
+    cpu, gpu = both_engines(cp, a, b, semiring, argmax)
+    if argmax:
+        assert_same_bits(gpu[0], cpu[0])
+        assert_same_bits(gpu[1], cpu[1])
+    else:
+        assert_same_bits(gpu, cpu)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("semiring", ["max_plus", "min_plus", "max_mul"])
+def test_tame_and_wild_tiles_mix(cp, semiring, dtype):
+    """Integer kernels switch per tile between fast and exact paths; both must agree."""
+    rng = np.random.default_rng(7)
+    a = seasoned(rng, (150, 70), dtype, wild=False)
+    b = seasoned(rng, (70, 140), dtype, wild=False)
+    a[3, 40] = np.iinfo(a.dtype).max if a.dtype.kind == "i" else np.inf  # one wild k-tile only
+    for argmax in (False, True):
+        cpu, gpu = both_engines(cp, a, b, semiring, argmax)
+        for g, c in zip(gpu if argmax else (gpu,), cpu if argmax else (cpu,)):
+            assert_same_bits(g, c)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt", "strided", "negative"])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_layouts_without_copies(cp, layout, dtype):
+    rng = np.random.default_rng(11)
+    m, k, n = 70, 33, 90
+    a = seasoned(rng, (m, k), dtype)
+    b = seasoned(rng, (k, n), dtype)
+    a_dev, b_dev = cp.asarray(a), cp.asarray(b)
+    if layout[0] == "t":
+        a_dev = cp.asfortranarray(a_dev)
+    if layout[1:] == "t":
+        b_dev = cp.asfortranarray(b_dev)
+    if layout == "strided":
+        a_dev = cp.asarray(np.repeat(a, 3, axis=1))[:, ::3]
+        b_dev = cp.asarray(np.repeat(b, 2, axis=0))[::2]
+    if layout == "negative":
+        a_dev = cp.asarray(a[::-1].copy())[::-1]
+        b_dev = cp.asarray(b[:, ::-1].copy())[:, ::-1]
+    cpu = tg.matmul(a, b, "max_plus", argmax=True)
+    gpu = tg.matmul(a_dev, b_dev, "max_plus", argmax=True)
+    assert_same_bits(gpu[0], cpu[0])
+    assert_same_bits(gpu[1], cpu[1])
+
+
+@pytest.mark.parametrize(
+    "a_shape,b_shape",
+    [((4, 20, 30), (30, 25)), ((2, 1, 20, 30), (3, 30, 25)), ((2, 3, 1, 2, 5, 7), (3, 2, 2, 7, 4)), ((1, 9, 5), (6, 5, 9))],
+)
+def test_batch_broadcasting(cp, a_shape, b_shape):
+    rng = np.random.default_rng(3)
+    a = seasoned(rng, a_shape, "float32")
+    b = seasoned(rng, b_shape, "float32")
+    cpu, gpu = both_engines(cp, a, b, "min_plus", True)
+    assert_same_bits(gpu[0], cpu[0])
+    assert_same_bits(gpu[1], cpu[1])
+
+
+def test_batch_count_above_grid_y_limit(cp):
+    rng = np.random.default_rng(5)
+    a = seasoned(rng, (70000, 3, 4), "int32")
+    b = seasoned(rng, (70000, 4, 2), "int32")
+    cpu, gpu = both_engines(cp, a, b, "max_plus", False)
+    assert_same_bits(gpu, cpu)
+
+
+@pytest.mark.parametrize("shape", [(2**16, 4, 4), (4, 4, 2**16), (8, 2000, 300), (300, 2000, 8), (16, 5, 17)])
+def test_skinny_shapes(cp, shape):
+    rng = np.random.default_rng(13)
+    m, k, n = shape
+    a, b = seasoned(rng, (m, k), "float32"), seasoned(rng, (k, n), "float32")
+    cpu, gpu = both_engines(cp, a, b, "max_plus", True)
+    assert_same_bits(gpu[0], cpu[0])
+    assert_same_bits(gpu[1], cpu[1])
+
+
+def test_k_zero_and_empty(cp):
+    a = cp.zeros((3, 0), "f4")
+    b = cp.zeros((0, 4), "f4")
+    c, idx = tg.matmul(a, b, "min_plus", argmax=True)
+    assert (c.get() == np.inf).all() and (idx.get() == -1).all()
+    assert tg.matmul(cp.zeros((0, 5), "i4"), cp.zeros((5, 2), "i4")).shape == (0, 2)
+
+
+@pytest.mark.parametrize("semiring,dtype", list(itertools.product(SEMIRINGS, ["float32", "float64"])))
+@pytest.mark.parametrize("batched", [False, True])
+def test_backward_deterministic_matches_cpu_bitwise(cp, semiring, dtype, batched):
+    rng = np.random.default_rng(17)
+    a_shape, b_shape = ((3, 1, 40, 23), (2, 23, 37)) if batched else ((40, 23), (23, 37))
+    a, b = seasoned(rng, a_shape, dtype), seasoned(rng, b_shape, dtype)
+    c, idx = tg.matmul(a, b, semiring, argmax=True)
+    g = rng.normal(size=c.shape).astype(dtype)
+    cpu = tg.matmul_backward(g, a, b, idx, semiring)
+    gpu = tg.matmul_backward(cp.asarray(g), cp.asarray(a), cp.asarray(b), cp.asarray(idx), semiring, deterministic=True)
+    assert_same_bits(gpu[0], cpu[0])
+    assert_same_bits(gpu[1], cpu[1])
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_backward_atomic_exact_on_integer_valued_grads(cp, semiring):
+    """Atomics add in any order; with small integer values every order gives the same bits."""
+    rng = np.random.default_rng(19)
+    a = rng.integers(-50, 50, size=(2, 64, 48)).astype("f4")
+    b = rng.integers(1, 50, size=(48, 80)).astype("f4")
+    c, idx = tg.matmul(a, b, semiring, argmax=True)
+    g = rng.integers(-8, 8, size=c.shape).astype("f4")
+    cpu = tg.matmul_backward(g, a, b, idx, semiring)
+    gpu = tg.matmul_backward(cp.asarray(g), cp.asarray(a), cp.asarray(b), cp.asarray(idx), semiring)
+    assert_same_bits(gpu[0], cpu[0])
+    assert_same_bits(gpu[1], cpu[1])
+
+
+def test_backward_atomic_close_on_random_grads(cp):
+    rng = np.random.default_rng(23)
+    a, b = rng.normal(size=(300, 50)), rng.normal(size=(50, 310))
+    c, idx = tg.matmul(a, b, "max_plus", argmax=True)
+    g = rng.normal(size=c.shape)
+    cpu = tg.matmul_backward(g, a, b, idx)
+    gpu = tg.matmul_backward(cp.asarray(g), cp.asarray(a), cp.asarray(b), cp.asarray(idx))
+    np.testing.assert_allclose(gpu[0].get(), cpu[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gpu[1].get(), cpu[1], rtol=1e-12, atol=1e-12)
+
+
+def test_out_argument_and_stream(cp):
+    rng = np.random.default_rng(29)
+    a, b = seasoned(rng, (50, 20), "float32"), seasoned(rng, (20, 60), "float32")
+    out = cp.empty((50, 60), "f4")
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        result = tg.matmul(cp.asarray(a), cp.asarray(b), "max_min", out=out)
+    stream.synchronize()
+    assert result is out
+    assert_same_bits(out, tg.matmul(a, b, "max_min"))
+
+
+def test_torch_like_cuda_array_interface_inputs(cp):
+    class Wrapped:
+        def __init__(self, x):
+            self.__cuda_array_interface__ = x.__cuda_array_interface__
+
+    rng = np.random.default_rng(31)
+    a, b = seasoned(rng, (20, 8), "float64"), seasoned(rng, (8, 9), "float64")
+    got = tg.matmul(Wrapped(cp.asarray(a)), Wrapped(cp.asarray(b)))
+    assert isinstance(got, cp.ndarray)
+    assert_same_bits(got, tg.matmul(a, b))
+
+
+def test_64bit_indexing_output_over_2_31_elements(cp):
+    """C with more than 2**31 elements: offsets must not wrap at 32 bits."""
+    free, _ = cp.cuda.Device().mem_info
+    if free < 12 * 2**30:
+        pytest.fail(f"this test needs 12 GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    m, n = 2**16 + 3, 2**15 + 1
+    rng = np.random.default_rng(37)
+    a = cp.asarray(rng.integers(-100, 100, size=(m, 2)).astype("i4"))
+    b = cp.asarray(rng.integers(-100, 100, size=(2, n)).astype("i4"))
+    c = tg.matmul(a, b, "max_plus")
+    rows = np.array([0, 1, m // 2, m - 2, m - 1])
+    expected = tg.matmul(a[rows].get(), b.get(), "max_plus")
+    assert_same_bits(c[rows], expected)
+    del c
