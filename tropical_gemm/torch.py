@@ -1,0 +1,403 @@
+"""PyTorch integration: differentiable tropical products and a ``TropicalLinear`` layer.
+
+The products are ``torch.library.custom_op`` operators in the ``tropical_gemm``
+namespace, each with a fake (meta) kernel and an autograd formula, so they
+work under ``torch.compile(fullgraph=True)`` without graph breaks and pass
+``torch.library.opcheck``:
+
+* ``tropical_gemm::matmul(a, b, semiring)`` -> values, forward only;
+* ``tropical_gemm::matmul_with_argmax(a, b, semiring)`` -> (values, argmax),
+  differentiable in ``a`` and ``b`` through the saved argmax;
+* ``tropical_gemm::matmul_backward(grad_c, a, b, argmax, semiring)`` ->
+  (grad_a, grad_b), itself differentiable, so double backward works.
+
+Tensors never leave their device and are never copied: CPU tensors reach the
+numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as cupy
+views through DLPack, with kernels queued on PyTorch's current stream and
+every buffer (outputs, gradients, engine scratch) taken from PyTorch's caching
+allocator, so nothing synchronises and no second memory pool grows beside
+PyTorch's.  cupy is imported the first time a CUDA tensor is seen.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import cache
+from typing import Any, Callable, Iterator, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from . import api
+from .dtypes import argmax_dtype
+from .semirings import Semiring, get_semiring
+from .shapes import product_shape
+
+__all__ = ["TropicalLinear", "tropical_matmul", "tropical_matmul_with_argmax"]
+
+#: The torch dtypes the engines support, spelt as numpy dtype names.
+_SUPPORTED: dict[torch.dtype, str] = {
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.int32: "int32",
+    torch.int64: "int64",
+}
+_TORCH_INDEX_DTYPES = {"int32": torch.int32, "int64": torch.int64}
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _check_operands(a: Tensor, b: Tensor) -> None:
+    """Reject what the engines cannot take, naming it in torch's terms.
+
+    Runs in the real and in the fake kernels, so eager calls and
+    ``torch.compile`` tracing fail the same way.
+    """
+    for label, t in (("a", a), ("b", b)):
+        if t.dtype not in _SUPPORTED:
+            raise TypeError(
+                f"tropical matmul does not support {label}.dtype={t.dtype}; supported dtypes are "
+                f"{', '.join(str(d) for d in _SUPPORTED)} (cast first, e.g. {label}.float())"
+            )
+    if a.dtype != b.dtype:
+        raise TypeError(
+            f"operands have different dtypes ({a.dtype} and {b.dtype}); cast one explicitly, e.g. b.to(a.dtype)"
+        )
+    if a.device != b.device:
+        raise ValueError(
+            f"operands are on different devices ({a.device} and {b.device}); move one, e.g. b.to(a.device)"
+        )
+
+
+def _argmax_dtype(k: int) -> torch.dtype:
+    return _TORCH_INDEX_DTYPES[argmax_dtype(k).name]
+
+
+def _semiring_name(semiring: "str | Semiring") -> str:
+    """The canonical name, so each op sees one spelling per semiring (one compile each)."""
+    return get_semiring(semiring).name
+
+
+# ------------------------------------------------------------ engine bridges
+
+
+class _Bridge(NamedTuple):
+    """How tensors of one device become engine arrays and back, without copies."""
+
+    to_engine: Callable[[Tensor], Any]
+    from_engine: Callable[[Any], Tensor]
+
+
+def _numpy_view(t: Tensor) -> Any:
+    # Inside an op the inputs still carry requires_grad, which .numpy() refuses.
+    return t.detach().numpy()
+
+
+_CPU_BRIDGE = _Bridge(_numpy_view, torch.from_numpy)
+
+
+@cache
+def _cupy() -> Any:
+    """cupy, imported on first use so CPU-only installs never need it."""
+    import cupy
+
+    return cupy
+
+
+def _torch_allocator(nbytes: int) -> Any:
+    """A cupy allocator that takes its memory from PyTorch's caching allocator.
+
+    The block is a uint8 tensor kept alive by the cupy pointer; it belongs to
+    PyTorch's current stream, which is the stream the kernels run on.
+    """
+    cp = _cupy()
+    device_id = cp.cuda.runtime.getDevice()
+    block = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", device_id))
+    return cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(block.data_ptr(), nbytes, block, device_id), 0)
+
+
+def _cupy_stream(stream: "torch.cuda.Stream") -> Any:
+    """A cupy view of a torch stream, through the CUDA stream protocol where both have it.
+
+    cupy 14 deprecates ``ExternalStream`` for ``Stream.from_external``; torch
+    streams speak the protocol (``__cuda_stream__``) since torch 2.10.
+    """
+    cp = _cupy()
+    if hasattr(cp.cuda.Stream, "from_external") and hasattr(stream, "__cuda_stream__"):
+        return cp.cuda.Stream.from_external(stream)
+    return cp.cuda.ExternalStream(stream.cuda_stream, stream.device.index)
+
+
+@contextmanager
+def _engine(device: torch.device) -> Iterator[_Bridge]:
+    """Run the engine for tensors on ``device``; on CUDA, on PyTorch's current stream."""
+    if device.type == "cpu":
+        yield _CPU_BRIDGE
+        return
+    if device.type != "cuda":
+        raise ValueError(f"tropical matmul runs on cpu and cuda tensors, not on {device.type}")
+    cp = _cupy()
+    with (
+        cp.cuda.Device(device.index),
+        _cupy_stream(torch.cuda.current_stream(device)),
+        cp.cuda.using_allocator(_torch_allocator),
+    ):
+        # Inside the stream context the DLPack stream handshakes see one
+        # stream on both sides, so they add no event and no wait.
+        yield _Bridge(cp.from_dlpack, torch.from_dlpack)
+
+
+# ---------------------------------------------------------------- operators
+
+
+def _forward(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
+    """Run the core product into tensors allocated by torch (so they live in its allocator)."""
+    _check_operands(a, b)
+    shape = product_shape(tuple(a.shape), tuple(b.shape))
+    values = a.new_empty(shape.out_shape)
+    argmax = a.new_empty(shape.out_shape, dtype=_argmax_dtype(shape.k)) if with_argmax else None
+    with _engine(a.device) as bridge:
+        out = bridge.to_engine(values) if argmax is None else (bridge.to_engine(values), bridge.to_engine(argmax))
+        api.matmul(bridge.to_engine(a), bridge.to_engine(b), semiring, argmax=with_argmax, out=out)
+    return values, argmax
+
+
+def _fake_forward(a: Tensor, b: Tensor, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
+    _check_operands(a, b)
+    shape = product_shape(tuple(a.shape), tuple(b.shape))
+    values = a.new_empty(shape.out_shape)
+    return values, a.new_empty(shape.out_shape, dtype=_argmax_dtype(shape.k)) if with_argmax else None
+
+
+@torch.library.custom_op("tropical_gemm::matmul", mutates_args=())
+def _matmul_op(a: Tensor, b: Tensor, semiring: str) -> Tensor:
+    """Values only: no argmax is written, for inference and integer products."""
+    return _forward(a, b, semiring, with_argmax=False)[0]
+
+
+@_matmul_op.register_fake
+def _(a: Tensor, b: Tensor, semiring: str) -> Tensor:
+    return _fake_forward(a, b, with_argmax=False)[0]
+
+
+@torch.library.custom_op("tropical_gemm::matmul_with_argmax", mutates_args=())
+def _matmul_with_argmax_op(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    return _forward(a, b, semiring, with_argmax=True)
+
+
+@_matmul_with_argmax_op.register_fake
+def _(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    return _fake_forward(a, b, with_argmax=True)
+
+
+@torch.library.custom_op("tropical_gemm::matmul_backward", mutates_args=())
+def _matmul_backward_op(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    """The core ``matmul_backward``; deterministic when torch is asked to be.
+
+    The flag is read when the kernel runs, as torch's own kernels read it.
+    """
+    _check_operands(a, b)
+    with _engine(a.device) as bridge:
+        grad_a, grad_b = api.matmul_backward(
+            *(bridge.to_engine(t) for t in (grad_c, a, b, argmax)),
+            semiring,
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+        )
+        return bridge.from_engine(grad_a), bridge.from_engine(grad_b)
+
+
+@_matmul_backward_op.register_fake
+def _(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    _check_operands(a, b)
+    return a.new_empty(a.shape), b.new_empty(b.shape)
+
+
+# ------------------------------------------------------------------ autograd
+
+
+def _save_product(ctx: Any, inputs: tuple, output: tuple) -> None:
+    a, b, semiring = inputs
+    ctx.semiring = semiring
+    ctx.save_for_backward(a, b, output[1])
+
+
+def _product_backward(ctx: Any, grad_values: Tensor, _grad_argmax: Tensor) -> tuple:
+    a, b, argmax = ctx.saved_tensors
+    grad_a, grad_b = _matmul_backward_op(grad_values, a, b, argmax, ctx.semiring)
+    return grad_a, grad_b, None
+
+
+_matmul_with_argmax_op.register_autograd(_product_backward, setup_context=_save_product)
+
+
+def _gather_winners(x_a: Tensor, x_b: Tensor, argmax: Tensor) -> tuple[Tensor, Tensor]:
+    """``(x_a[..., i, k_ij], x_b[..., k_ij, j])`` for tensors shaped like A and B.
+
+    Entries with ``k_ij = -1`` read index 0; callers mask them out.
+    """
+    batch = argmax.shape[:-2]
+    k = argmax.clamp(min=0).long()
+    from_a = torch.gather(x_a.expand(*batch, *x_a.shape[-2:]), -1, k)
+    from_b = torch.gather(x_b.expand(*batch, *x_b.shape[-2:]), -2, k)
+    return from_a, from_b
+
+
+def _winner_tangent(semiring: Semiring, a_w: Tensor, b_w: Tensor, ta_w: Tensor, tb_w: Tensor) -> Tensor:
+    """How the winning candidate ``a ⊗ b`` moves when a and b move by ta, tb.
+
+    min/max pick the operand that ``matmul_backward`` routes to (A on ties,
+    NaN loses), matching the first-order gradient.
+    """
+    if semiring.mul == "plus":
+        return ta_w + tb_w
+    if semiring.mul == "times":
+        return ta_w * b_w + a_w * tb_w
+    a_wins = (a_w <= b_w) if semiring.mul == "min" else (a_w >= b_w)
+    return torch.where(a_wins | b_w.isnan(), ta_w, tb_w)
+
+
+def _save_backward(ctx: Any, inputs: tuple, output: tuple) -> None:
+    grad_c, a, b, argmax, semiring = inputs
+    ctx.semiring = semiring
+    ctx.save_for_backward(grad_c, a, b, argmax)
+
+
+def _backward_backward(ctx: Any, tangent_a: Tensor, tangent_b: Tensor) -> tuple:
+    """Differentiate the backward pass, for Hessian-vector products and gradient penalties.
+
+    ``grad_a, grad_b`` are linear in ``grad_c``, so its part is the forward
+    derivative of the product along (tangent_a, tangent_b).  They depend on
+    ``a`` and ``b`` only through the argmax and the min/max choice, which are
+    locally constant, except for ``max_mul``, whose gradients carry the other
+    operand: those terms are scattered back with the plain ``plus`` routing,
+    which moves each value to the winning k whatever semiring chose it.
+    """
+    grad_c, a, b, argmax = ctx.saved_tensors
+    semiring = get_semiring(ctx.semiring)
+    a_w, b_w = _gather_winners(a, b, argmax)
+    ta_w, tb_w = _gather_winners(tangent_a, tangent_b, argmax)
+    won = argmax >= 0
+    d_grad_c = torch.where(won, _winner_tangent(semiring, a_w, b_w, ta_w, tb_w), 0)
+    if semiring.mul != "times":
+        return d_grad_c, None, None, None, None
+    d_a = _matmul_backward_op(grad_c * tb_w, a, b, argmax, "max_plus")[0]
+    d_b = _matmul_backward_op(grad_c * ta_w, a, b, argmax, "max_plus")[1]
+    return d_grad_c, d_a, d_b, None, None
+
+
+_matmul_backward_op.register_autograd(_backward_backward, setup_context=_save_backward)
+
+
+# ----------------------------------------------------------- public functions
+
+
+def _check_tensors(a: object, b: object) -> None:
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        raise TypeError(
+            f"expected torch tensors, got {type(a).__name__} and {type(b).__name__}; "
+            "for numpy or cupy arrays call tropical_gemm.matmul"
+        )
+
+
+def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> Tensor:
+    """Tropical product ``C[..., i, j] = ⊕_k a[..., i, k] ⊗ b[..., k, j]`` of two tensors.
+
+    Shapes broadcast as in ``torch.matmul`` for ndim >= 2, dtypes are
+    float32, float64, int32 or int64 (both the same), and both tensors sit on
+    one device (cpu or cuda).  Differentiable in ``a`` and ``b`` for float
+    dtypes; the gradient of each ``C[i, j]`` goes through its winning ``k``
+    as in :func:`tropical_gemm.matmul_backward`.  When no gradient is needed
+    (integers, ``torch.no_grad``, inputs without ``requires_grad``) the argmax
+    is not computed at all.
+
+    >>> import torch
+    >>> tropical_matmul(torch.tensor([[0., 1.]]), torch.tensor([[2.], [0.]]))
+    tensor([[2.]])
+    """
+    _check_tensors(a, b)
+    name = _semiring_name(semiring)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _matmul_with_argmax_op(a, b, name)[0]
+    return _matmul_op(a, b, name)
+
+
+def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> tuple[Tensor, Tensor]:
+    """``(values, argmax)``: the product and, per entry, the smallest winning ``k``.
+
+    ``argmax`` is int32 (int64 once K >= 2**31), ``-1`` where the value is the
+    semiring's zero, and never requires grad; ``values`` is differentiable as
+    in :func:`tropical_matmul`.  Use ``argmax.long()`` to index with it.
+    """
+    _check_tensors(a, b)
+    return _matmul_with_argmax_op(a, b, _semiring_name(semiring))
+
+
+# -------------------------------------------------------------------- layer
+
+
+class TropicalLinear(nn.Module):
+    """``y_j = b_j ⊕ ⊕_i (x_i ⊗ W_ji)``: a linear layer over a tropical semiring.
+
+    The bias enters through ⊕ (``fmax``/``fmin``, ignoring NaN as the engines
+    do), as the weight of a constant input equal to the semiring's one.  An
+    ordinary ``+ b`` would add nothing for max_plus and min_plus: it commutes
+    with the max and folds into the weights.
+
+    Initialisation: weights and bias are drawn from U(-1, 1), and for
+    ``max_mul`` as exp(U(-1, 1)), the image of that draw under the logarithm
+    that maps max_mul on positive numbers onto max_plus.  The width does not
+    depend on ``in_features`` because ⊕ selects one term instead of summing
+    ``in_features`` of them, so there is no fan-in variance to cancel.  Each
+    output sends its gradient to one winning input, so what init must provide
+    is diversity: weights spread about as widely as unit-scale inputs, so the
+    winner depends on both the input and the weight row and different outputs
+    pick, and train, different weights.  Much narrower weights make every
+    output pick the largest input; much wider ones make the winner the same
+    for every input.  Scale inputs to about unit spread, as for ``nn.Linear``.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        semiring: "str | Semiring" = "max_plus",
+        bias: bool = True,
+        device: "torch.device | str | None" = None,
+        dtype: "torch.dtype | None" = None,
+    ) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.in_features = in_features
+        self.out_features = out_features
+        self.semiring = _semiring_name(semiring)
+        self.weight = nn.Parameter(torch.empty((out_features, in_features), **factory))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_features, **factory))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Redraw weights and bias as the class docstring explains."""
+        multiplicative = get_semiring(self.semiring).mul == "times"
+        with torch.no_grad():
+            for param in (self.weight, self.bias):
+                if param is not None:
+                    param.uniform_(-1.0, 1.0)
+                    if multiplicative:
+                        param.exp_()
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Inputs ``(*, in_features)`` map to ``(*, out_features)`` in one 2-D product."""
+        y = tropical_matmul(x.reshape(-1, self.in_features), self.weight.T, self.semiring)
+        if self.bias is not None:
+            add = torch.fmax if get_semiring(self.semiring).add == "max" else torch.fmin
+            y = add(y, self.bias)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"semiring={self.semiring!r}, bias={self.bias is not None}"
+        )
