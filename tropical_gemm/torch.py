@@ -352,9 +352,10 @@ class TropicalLinear(nn.Module):
     output sends its gradient to one winning input, so what init must provide
     is diversity: weights spread about as widely as unit-scale inputs, so the
     winner depends on both the input and the weight row and different outputs
-    pick, and train, different weights.  Much narrower weights make every
-    output pick the largest input; much wider ones make the winner the same
-    for every input.  Scale inputs to about unit spread, as for ``nn.Linear``.
+    pick, and train, different weights.  At either extreme one side decides
+    alone: the inputs (every output picks the same few inputs), or the weights
+    (each output keeps its winner whatever the input, and trains one weight).
+    Scale inputs to about unit spread, as for ``nn.Linear``.
     """
 
     def __init__(
