@@ -44,6 +44,8 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     for buf in (c_out, idx_out):
         if buf is not None and (engine.may_share_memory(buf, a) or engine.may_share_memory(buf, b)):
             raise ValueError("out must not overlap the operands a or b")
+    if idx_out is not None and engine.may_share_memory(c_out, idx_out):
+        raise ValueError("out[0] and out[1] must not overlap each other")
     engine.forward(a, b, sr, c_out, idx_out)
     return (c_out, idx_out) if argmax else c_out
 
@@ -92,7 +94,19 @@ def matmul_backward(
             f"argmax must be an integer array of shape {shape.out_shape} (as returned by "
             f"matmul(..., argmax=True)), got shape {tuple(argmax.shape)} and dtype {argmax.dtype}"
         )
+    _check_argmax_range(argmax, shape.k)
     return engine.backward(grad_c, a, b, argmax, sr, deterministic)
+
+
+def _check_argmax_range(argmax: Any, k: int) -> None:
+    """Indices outside [-1, K) would make an engine read or write out of bounds."""
+    if argmax.size == 0:
+        return
+    low, high = int(argmax.min()), int(argmax.max())
+    if low < -1 or high >= k:
+        raise ValueError(
+            f"argmax holds indices in [{low}, {high}], but they must lie in [-1, {k - 1}] for K={k}"
+        )
 
 
 def _common_dtype(a: Any, b: Any) -> np.dtype:
@@ -117,11 +131,18 @@ def _outputs(engine: Any, out: Any, want_argmax: bool, shape: ProductShape, dtyp
             raise TypeError("with argmax=True, out must be a tuple (values, argmax)")
         return (_checked_out(engine, out[0], "out[0]", shape, dtype),
                 _checked_out(engine, out[1], "out[1]", shape, idx_dtype))
+    if isinstance(out, tuple):
+        raise TypeError("out is a tuple, but argmax=False: pass one array, or argmax=True for (values, argmax)")
     return _checked_out(engine, out, "out", shape, dtype), None
 
 
 def _checked_out(engine: Any, buf: Any, label: str, shape: ProductShape, dtype: np.dtype) -> Any:
-    if array_kind(buf) != engine.NAME:
+    """``buf`` if the engine can write the result straight into it, else an error naming why.
+
+    ``engine.as_array(buf) is buf`` holds only for the engine's own array type,
+    so lists, tensors or subclasses (which would receive a copy) are refused.
+    """
+    if array_kind(buf) != engine.NAME or engine.as_array(buf) is not buf:
         raise TypeError(f"{label} is a {type(buf).__name__}, but the operands run on the {engine.NAME} engine")
     if tuple(buf.shape) != shape.out_shape:
         raise ValueError(f"{label} has shape {tuple(buf.shape)}, expected {shape.out_shape}")
@@ -129,4 +150,6 @@ def _checked_out(engine: Any, buf: Any, label: str, shape: ProductShape, dtype: 
         raise TypeError(f"{label} has dtype {buf.dtype}, expected {dtype}")
     if not engine.is_c_contiguous(buf):
         raise ValueError(f"{label} must be C-contiguous")
+    if not getattr(getattr(buf, "flags", None), "writeable", True):
+        raise ValueError(f"{label} is read-only")
     return buf
