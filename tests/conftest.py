@@ -1,0 +1,103 @@
+"""Shared test machinery: GPU detection, the ``engine`` fixture, hypothesis profiles.
+
+GPU tests carry ``@pytest.mark.gpu``.  Without a usable CUDA GPU they skip with
+the reason, so a laptop run stays green and honest; ``--require-gpu`` turns
+those skips into failures, so a GPU run cannot silently test nothing.  The GPU
+is probed lazily (cupy is imported only when the first GPU test is set up).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+# ``ci`` keeps the whole suite within a few minutes on 2 cores; ``thorough`` is
+# for a local soak (HYPOTHESIS_PROFILE=thorough python -m pytest).
+settings.register_profile(
+    "ci",
+    deadline=None,
+    max_examples=30,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "thorough",
+    deadline=None,
+    max_examples=500,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require-gpu",
+        action="store_true",
+        default=False,
+        help="fail (instead of skip) tests marked gpu when no CUDA GPU is usable",
+    )
+
+
+@lru_cache(maxsize=1)
+def gpu_unavailable_reason() -> str | None:
+    """Why no CUDA GPU can be used, or None when one can.  Imports cupy on first call."""
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a CUDA library that fails to load
+        return f"cupy is not importable ({type(exc).__name__}: {exc})"
+    try:
+        if not cupy.is_available():
+            return "cupy.is_available() is False"
+    except Exception as exc:
+        return f"cupy.is_available() raised {type(exc).__name__}: {exc}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is None:
+        return
+    reason = gpu_unavailable_reason()
+    if reason is None:
+        return
+    if item.config.getoption("--require-gpu"):
+        pytest.fail(f"--require-gpu given, but no CUDA GPU: {reason}", pytrace=False)
+    pytest.skip(f"no CUDA GPU: {reason}")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine as the tests see it: move numpy data in, and results back out."""
+
+    name: str
+    to_device: Callable[[np.ndarray], Any]
+    to_host: Callable[[Any], np.ndarray]
+
+    def put(self, *arrays: np.ndarray) -> tuple[Any, ...]:
+        return tuple(self.to_device(x) for x in arrays)
+
+    def get(self, *arrays: Any) -> tuple[np.ndarray, ...]:
+        return tuple(self.to_host(x) for x in arrays)
+
+
+def _cpu_engine() -> Engine:
+    return Engine("cpu", lambda x: x, np.asarray)
+
+
+def _cuda_engine() -> Engine:
+    import cupy
+
+    return Engine("cuda", cupy.asarray, cupy.asnumpy)
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """Each semantics test runs on every engine; the cuda one skips without a GPU."""
+    return _cuda_engine() if request.param == "cuda" else _cpu_engine()
