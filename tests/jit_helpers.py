@@ -1,0 +1,76 @@
+"""Shared pieces of the JIT tests: a tiny real kernel, a GPU-free registry, subprocess runs.
+
+The registry under test is the real one (real NVRTC, real disk cache); only
+the two ends are replaced where there is no GPU: the device's architecture is
+fixed (sm_90) and "loading" returns a record of what would have been loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from tropical_gemm.jit import KernelSpec, Registry, resolve_target
+from tropical_gemm.jit.disk_cache import default_cache
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: A real kernel, small enough to compile in a few hundredths of a second.
+#: ``{bias}`` lets a test change the program text the way a preamble edit would.
+SMALL_SOURCE = """
+extern "C" __global__ void {name}(const float* a, const float* b, float* out, long long n) {{
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fmaxf(a[i], b[i]) + (float)({bias});
+}}
+"""
+
+
+def small_source(spec: KernelSpec, bias: float = 0.0) -> str:
+    return SMALL_SOURCE.format(name=spec.name, bias=bias)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the fake loader returns: enough to check that the right bytes were loaded."""
+
+    binary: bytes
+    name: str
+    device: int
+
+
+class RecordingLoader:
+    """A loader that records its calls instead of touching a GPU."""
+
+    def __init__(self) -> None:
+        self.calls: list[Loaded] = []
+
+    def __call__(self, binary: bytes, name: str, device: int) -> Loaded:
+        loaded = Loaded(binary, name, device)
+        self.calls.append(loaded)
+        return loaded
+
+
+def gpu_free_registry(*, source=small_source, loader=None, arch: str = "sm_90") -> Registry:
+    target = resolve_target(arch)
+    return Registry(loader=loader or RecordingLoader(), cache=default_cache,
+                    target_for_device=lambda device: target, source=source)
+
+
+def cache_files(root: Path, suffix: str) -> list[Path]:
+    return sorted(p for p in root.rglob(f"*{suffix}") if not p.name.startswith("."))
+
+
+def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter with the test's cache environment."""
+    full_env = {**os.environ, **env, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_json_line(output: str) -> dict:
+    return json.loads(output.strip().splitlines()[-1])

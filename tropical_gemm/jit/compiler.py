@@ -1,0 +1,205 @@
+"""NVRTC compilation of one program for one target architecture.
+
+We call NVRTC through CuPy's low-level binding (``cupy_backends.cuda.libs.nvrtc``)
+rather than ``cupy.cuda.compiler``: the latter asks the CUDA runtime for the
+current device even when an arch is given, so it cannot compile ahead of time
+on a machine without a GPU (CI, login nodes).  The binding needs only the
+NVRTC library, which the ``nvidia-cuda-nvrtc`` wheel provides.
+
+Options are fixed (:data:`COMPILE_OPTIONS`) and become part of the disk-cache
+key.  None of them may change numerics: results must stay bit-identical with
+the CPU engine, so flush-to-zero, fast division/square root and FMA
+contraction are switched off explicitly instead of relying on defaults.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from types import ModuleType
+from typing import Union
+
+#: Every option passed to NVRTC besides ``-arch``.  Changing this tuple changes
+#: every cache key, which is what we want: old binaries were built differently.
+COMPILE_OPTIONS: tuple[str, ...] = (
+    "--std=c++17",
+    "--ftz=false",
+    "--prec-div=true",
+    "--prec-sqrt=true",
+    "--fmad=false",
+)
+
+NVRTC_INSTALL_HINT = "pip install nvidia-cuda-nvrtc cupy-cuda13x"
+
+ArchLike = Union[str, int, tuple[int, int]]
+
+_ARCH_PATTERN = re.compile(r"^(?:(sm|compute)_?)?(?:(\d{2,3})|(\d{1,2})\.(\d))$")
+
+
+class NvrtcUnavailableError(RuntimeError):
+    """NVRTC (or CuPy's binding to it) cannot be loaded on this machine."""
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a program; ``log`` holds its diagnostics verbatim."""
+
+    def __init__(self, message: str, *, kernel: str, target: str, log: str) -> None:
+        super().__init__(message)
+        self.kernel = kernel
+        self.target = target
+        self.log = log
+
+
+class UnsupportedArchError(ValueError):
+    """An arch string that is malformed or older than anything NVRTC can build."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What NVRTC produces: SASS for one GPU (``cubin``) or PTX for the driver to JIT.
+
+    ``cc`` is the compute capability as an integer (90 for sm_90).  A cubin
+    runs only on its own architecture family; PTX runs on that compute
+    capability and every later one, at the price of a driver JIT at load.
+    """
+
+    kind: str  # "cubin" or "ptx"
+    cc: int
+
+    @property
+    def tag(self) -> str:
+        """``sm_90`` for a cubin, ``compute_90`` for PTX: NVRTC's own spelling."""
+        return f"{'sm' if self.kind == 'cubin' else 'compute'}_{self.cc}"
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The full NVRTC option list for this target, in the order it is hashed."""
+        return (f"-arch={self.tag}", *COMPILE_OPTIONS)
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """The output of one NVRTC run, with what the cache records about it."""
+
+    binary: bytes
+    target: Target
+    options: tuple[str, ...]
+    nvrtc_version: tuple[int, int]
+    compile_seconds: float
+    log: str
+
+
+def nvrtc_module() -> ModuleType:
+    """CuPy's NVRTC binding, or an error that says how to install it."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as exc:
+        raise NvrtcUnavailableError(
+            f"CuPy's NVRTC binding could not be imported ({exc}). "
+            f"Compiling CUDA kernels needs CuPy and NVRTC: {NVRTC_INSTALL_HINT}"
+        ) from exc
+    return nvrtc
+
+
+@lru_cache(maxsize=None)
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC's (major, minor); part of every cache key because codegen changes with it."""
+    nvrtc = nvrtc_module()
+    try:
+        major, minor = nvrtc.getVersion()
+    except Exception as exc:  # the binding raises RuntimeError/OSError when libnvrtc is absent
+        raise NvrtcUnavailableError(
+            f"the NVRTC library could not be loaded ({exc}). Install it with: {NVRTC_INSTALL_HINT}"
+        ) from exc
+    return int(major), int(minor)
+
+
+@lru_cache(maxsize=None)
+def supported_archs() -> tuple[int, ...]:
+    """The compute capabilities this NVRTC can emit code for, ascending."""
+    nvrtc_version()  # a clear error first if the library is missing
+    return tuple(sorted(int(a) for a in nvrtc_module().getSupportedArchs()))
+
+
+def parse_arch(arch: ArchLike) -> tuple[str, int]:
+    """``("sm", 90)`` or ``("compute", 90)`` from "sm_90", "compute_90", "90", "9.0", 90 or (9, 0).
+
+    A bare number means real hardware (``sm``).  Arch-specific suffixes such as
+    ``sm_90a`` are refused: no kernel here uses features that need them.
+    """
+    if isinstance(arch, tuple) and len(arch) == 2 and all(type(x) is int and x >= 0 for x in arch):
+        return "sm", arch[0] * 10 + arch[1]
+    if type(arch) is int and 10 <= arch <= 999:
+        return "sm", arch
+    match = _ARCH_PATTERN.match(arch.strip().lower()) if isinstance(arch, str) else None
+    if match is None:
+        raise UnsupportedArchError(
+            f"cannot read {arch!r} as a GPU architecture; write it like 'sm_90', 'compute_90', '90', '9.0' or (9, 0)"
+        )
+    family, whole, major, minor = match.groups()
+    cc = int(whole) if whole else int(major) * 10 + int(minor)
+    return family or "sm", cc
+
+
+def resolve_target(arch: ArchLike) -> Target:
+    """The binary to build for ``arch`` with this NVRTC.
+
+    A supported ``sm_XY`` gets a cubin.  A newer GPU than NVRTC knows (or an
+    unlisted one between two it knows) gets PTX for the highest supported
+    arch below it, which the driver JIT-compiles at load: slower to load, but
+    correct.  ``compute_XY`` asks for PTX explicitly.
+    """
+    family, cc = parse_arch(arch)
+    supported = supported_archs()
+    if family == "sm" and cc in supported:
+        return Target("cubin", cc)
+    below = [a for a in supported if a <= cc]
+    if not below:
+        raise UnsupportedArchError(
+            f"{family}_{cc} is older than every architecture NVRTC {'.'.join(map(str, nvrtc_version()))} "
+            f"supports (sm_{supported[0]} to sm_{supported[-1]})"
+        )
+    return Target("ptx", max(below))
+
+
+def compile_program(source: str, entry_name: str, target: Target) -> CompiledKernel:
+    """Compile ``source`` for ``target`` and check that ``entry_name`` is in the result.
+
+    Raises :class:`CompileError` with NVRTC's log and the kernel name when
+    NVRTC fails or when the program does not define the ``extern "C"`` entry
+    point the registry will look up (a mistake a GPU would only report later).
+    """
+    nvrtc = nvrtc_module()
+    version = nvrtc_version()
+    options = target.options
+    started = time.perf_counter()
+    program = nvrtc.createProgram(source, f"{entry_name}.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(program, list(options))
+        except nvrtc.NVRTCError as exc:
+            log = _program_log(nvrtc, program)
+            raise CompileError(
+                f"NVRTC {version[0]}.{version[1]} failed to compile kernel {entry_name} for {target.tag} "
+                f"({exc}); options: {' '.join(options)}\n{log}",
+                kernel=entry_name, target=target.tag, log=log,
+            ) from None
+        binary = nvrtc.getCUBIN(program) if target.kind == "cubin" else nvrtc.getPTX(program)
+        log = _program_log(nvrtc, program)
+    finally:
+        nvrtc.destroyProgram(program)
+    seconds = time.perf_counter() - started
+    if entry_name.encode() not in binary:
+        raise CompileError(
+            f"kernel {entry_name} compiled for {target.tag}, but the program defines no entry point "
+            f"named {entry_name!r}: the fragment must declare it extern \"C\" __global__",
+            kernel=entry_name, target=target.tag, log=log,
+        )
+    return CompiledKernel(bytes(binary), target, options, version, seconds, log)
+
+
+def _program_log(nvrtc: ModuleType, program: int) -> str:
+    log = nvrtc.getProgramLog(program)
+    return (log.decode(errors="replace") if isinstance(log, bytes) else str(log)).rstrip("\x00").strip()
