@@ -1,0 +1,103 @@
+"""Lazy, per-kernel JIT compilation with a persistent, verified disk cache.
+
+Each CUDA kernel (a :class:`KernelSpec`) is compiled with NVRTC the first
+time it is requested, stored on disk on its own behind a file lock, and
+loaded into CuPy; later requests in the process are a dict lookup, and later
+processes load the cached binary in about a millisecond.  See docs/jit.md.
+
+Importing this module does not import CuPy; the CUDA engine's
+:func:`get_function` and the compile functions do, on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .compiler import (
+    COMPILE_OPTIONS,
+    CompiledKernel,
+    CompileError,
+    NvrtcUnavailableError,
+    Target,
+    UnsupportedArchError,
+    resolve_target,
+)
+from .disk_cache import BuildOutcome, DiskCacheWarning, PruneResult, cache_dir, default_cache
+from .registry import KernelLoadError, Registry
+from .source import kernel_source
+from .spec import OPS, KernelSpec, catalogue, make_spec
+from .warmup import warmup
+
+__all__ = [
+    "COMPILE_OPTIONS",
+    "OPS",
+    "BuildOutcome",
+    "CompileError",
+    "CompiledKernel",
+    "DiskCacheWarning",
+    "KernelLoadError",
+    "KernelSpec",
+    "NvrtcUnavailableError",
+    "PruneResult",
+    "Registry",
+    "Target",
+    "UnsupportedArchError",
+    "cache_dir",
+    "catalogue",
+    "compile_spec",
+    "default_registry",
+    "get_function",
+    "kernel_source",
+    "make_spec",
+    "prune",
+    "resolve_target",
+    "stats",
+    "warmup",
+]
+
+_registry: Registry | None = None
+_registry_guard = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """The process-wide registry behind :func:`get_function` and :func:`stats`."""
+    global _registry
+    if _registry is None:
+        with _registry_guard:
+            if _registry is None:
+                _registry = Registry()
+    return _registry
+
+
+def get_function(spec: KernelSpec, device: int | None = None) -> Any:
+    """The loaded ``cupy.cuda.function.Function`` for ``spec`` on ``device`` (default: current).
+
+    Compiled on first use (or read from the disk cache), then held in memory.
+    Launch it as ``fn(grid, block, args, shared_mem=0, stream=None)`` with
+    ``grid`` and ``block`` tuples and ``args`` a tuple of CuPy arrays and
+    NumPy scalars of the exact C types the kernel declares.
+    """
+    registry = _registry or default_registry()
+    return registry.get_function(spec, device)
+
+
+def compile_spec(spec: KernelSpec, arch: Any) -> BuildOutcome:
+    """Compile ``spec`` for ``arch`` ("sm_90", "compute_90", (9, 0)...) into the disk cache; no GPU needed.
+
+    Returns the binary and how it was obtained (``outcome.compiled`` is False
+    when it came from the cache).  Nothing is loaded.
+    """
+    return default_registry().build(spec, resolve_target(arch))
+
+
+def stats() -> dict[str, Any]:
+    """Counters for this process: ``compiled``, ``disk_hits``, ``memory_hits``,
+    ``compile_seconds``, ``load_seconds``, ``loads``, ``kernels_in_memory``,
+    ``foreign_nvrtc_hits``, ``corrupt_replaced``, and the cache's location and state."""
+    return default_registry().stats()
+
+
+def prune(max_bytes: int) -> PruneResult:
+    """Shrink the disk cache to at most ``max_bytes``, removing least recently used kernels first."""
+    return default_cache().prune(max_bytes)

@@ -1,0 +1,192 @@
+"""The in-memory registry: (spec, device) → a loaded CUDA function, built at most once.
+
+The hot path (:meth:`Registry.get_function` for a kernel already loaded on
+that device) is one dict lookup plus a counter: no source assembly, no
+hashing of source, no file system access.  Everything else happens once per
+(spec, device) per process, under a per-key lock so that concurrent first
+requests from many threads build once and the others wait for it:
+
+    spec → source (jit.source) → disk cache (jit.disk_cache: verified read,
+    or NVRTC compile through jit.compiler behind a file lock) → loader
+
+The loader turns a binary into something callable.  The default one loads
+the cubin (or PTX) bytes the cache has just verified straight into CuPy with
+``cuModuleLoadData`` (``cupy.cuda.function.Module.load``): the bytes that
+were checked are the bytes that run, and a disk hit costs one file read and
+one module load.  Tests inject a loader so that the whole compile/cache/
+registry path runs without a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from .. import __version__
+from .compiler import Target, compile_program, nvrtc_version, resolve_target
+from .disk_cache import BuildOutcome, BuildRequest, DiskCache, default_cache
+from .source import kernel_source
+from .spec import KernelSpec
+
+log = logging.getLogger("tropical_gemm.jit")
+
+#: ``loader(binary, entry_name, device_id) -> function``
+Loader = Callable[[bytes, str, int], Any]
+
+
+class KernelLoadError(RuntimeError):
+    """The CUDA driver refused a binary that NVRTC produced and the cache verified."""
+
+
+def load_cupy_function(binary: bytes, entry_name: str, device_id: int) -> Any:
+    """Load ``binary`` into ``device_id``'s context and return CuPy's ``Function`` for ``entry_name``.
+
+    The returned ``cupy.cuda.function.Function`` keeps its module alive and is
+    launched as ``fn(grid, block, args, shared_mem=0, stream=None)``.
+    """
+    import cupy
+    from cupy.cuda import function
+
+    with cupy.cuda.Device(device_id):
+        module = function.Module()
+        module.load(binary)
+        return module.get_function(entry_name)
+
+
+def current_device() -> int:
+    """The id of CuPy's current CUDA device."""
+    from cupy.cuda import runtime
+
+    return runtime.getDevice()
+
+
+def device_target(device_id: int) -> Target:
+    """The binary to build for a device: its own cubin, or PTX if NVRTC is older than the GPU."""
+    import cupy
+
+    return resolve_target(f"sm_{cupy.cuda.Device(device_id).compute_capability}")
+
+
+def build_request(spec: KernelSpec, target: Target, source: str) -> BuildRequest:
+    """Everything the cache key of ``spec``'s binary for ``target`` depends on."""
+    return BuildRequest(
+        name=spec.name, source=source, target=target, nvrtc_version=nvrtc_version(),
+        package_version=__version__, spec=spec.as_dict(),
+    )
+
+
+class Registry:
+    """Loaded kernels and the counters behind :func:`tropical_gemm.jit.stats`.
+
+    ``cache`` is called on every build (not on memory hits) so that a change
+    of ``TROPICAL_GEMM_CACHE_DIR`` takes effect for kernels not yet loaded.
+    ``source``, ``loader`` and ``target_for_device`` are the stages around the
+    cache; tests replace them to run without the CUDA sources or a GPU.
+    """
+
+    def __init__(self, *, loader: Loader = load_cupy_function,
+                 cache: Callable[[], DiskCache] = default_cache,
+                 target_for_device: Callable[[int], Target] = device_target,
+                 source: Callable[[KernelSpec], str] = kernel_source) -> None:
+        self._source = source
+        self._loader = loader
+        self._cache = cache
+        self._target_for_device = target_for_device
+        self._functions: dict[tuple[KernelSpec, int], Any] = {}
+        self._build_locks: dict[tuple[KernelSpec, int], threading.Lock] = {}
+        self._targets: dict[int, Target] = {}
+        self._guard = threading.Lock()
+        self._counts = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "loads": 0,
+                        "foreign_nvrtc_hits": 0, "corrupt_replaced": 0}
+        self._seconds = {"compile_seconds": 0.0, "load_seconds": 0.0}
+
+    def get_function(self, spec: KernelSpec, device: int | None = None) -> Any:
+        """The loaded kernel for ``spec`` on ``device`` (default: CuPy's current device)."""
+        key = (spec, current_device() if device is None else device)
+        function = self._functions.get(key)
+        if function is not None:
+            with self._guard:
+                self._counts["memory_hits"] += 1
+            return function
+        return self._load(key)
+
+    def _load(self, key: tuple[KernelSpec, int]) -> Any:
+        spec, device = key
+        with self._build_lock(key):
+            function = self._functions.get(key)
+            if function is not None:  # another thread built it while we waited
+                with self._guard:
+                    self._counts["memory_hits"] += 1
+                return function
+            target = self._target(device)
+            outcome = self.build(spec, target)
+            try:
+                function = self._timed_load(outcome.binary, spec.name, device)
+            except Exception as exc:
+                if outcome.exact:
+                    raise KernelLoadError(
+                        f"the CUDA driver could not load kernel {spec.name} ({target.tag}) "
+                        f"from {outcome.path or 'memory'}: {exc}"
+                    ) from exc
+                log.warning("cubin for %s built by another NVRTC version does not load here (%s); "
+                            "compiling it with this NVRTC", spec.name, exc)
+                outcome = self.build(spec, target, accept_other_nvrtc=False)
+                function = self._timed_load(outcome.binary, spec.name, device)
+            self._functions[key] = function
+            return function
+
+    def _build_lock(self, key: tuple[KernelSpec, int]) -> threading.Lock:
+        with self._guard:
+            lock = self._build_locks.get(key)
+            if lock is None:
+                lock = self._build_locks[key] = threading.Lock()
+            return lock
+
+    def _target(self, device: int) -> Target:
+        target = self._targets.get(device)
+        if target is None:
+            target = self._targets[device] = self._target_for_device(device)
+        return target
+
+    def _timed_load(self, binary: bytes, entry_name: str, device: int) -> Any:
+        started = time.perf_counter()
+        function = self._loader(binary, entry_name, device)
+        with self._guard:
+            self._counts["loads"] += 1
+            self._seconds["load_seconds"] += time.perf_counter() - started
+        return function
+
+    def build(self, spec: KernelSpec, target: Target, *, accept_other_nvrtc: bool = True) -> BuildOutcome:
+        """The binary for ``spec`` on ``target``, from the disk cache or compiled into it (not loaded)."""
+        request = build_request(spec, target, self._source(spec))
+        outcome = self._cache().get_or_build(
+            request, lambda: compile_program(request.source, request.name, target),
+            accept_other_nvrtc=accept_other_nvrtc,
+        )
+        with self._guard:
+            if outcome.compiled:
+                self._counts["compiled"] += 1
+                self._counts["corrupt_replaced"] += outcome.replaced_corrupt
+                self._seconds["compile_seconds"] += outcome.compile_seconds
+            else:
+                self._counts["disk_hits"] += 1
+                self._counts["foreign_nvrtc_hits"] += not outcome.exact
+        if outcome.compiled:
+            log.info("compiled %s for %s in %.3f s (%s)", spec.name, target.tag, outcome.compile_seconds,
+                     f"cached at {outcome.path}" if outcome.stored else "not cached on disk")
+        else:
+            log.info("disk hit %s for %s: %s", spec.name, target.tag, outcome.path)
+        return outcome
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since the process started, plus where the disk cache is and whether it is usable."""
+        cache = self._cache()
+        with self._guard:
+            snapshot: dict[str, Any] = {**self._counts, **self._seconds}
+            snapshot["kernels_in_memory"] = len(self._functions)
+        snapshot["disk_cache_enabled"] = cache.enabled
+        snapshot["disk_cache_writable"] = cache.writable
+        snapshot["cache_dir"] = str(cache.root) if cache.root is not None else None
+        return snapshot

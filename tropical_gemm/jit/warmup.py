@@ -1,0 +1,106 @@
+"""Ahead-of-time compilation: fill the disk cache before anyone asks for a kernel.
+
+Useful for images, clusters and CI: compile the kernels a workload needs for
+the GPUs it will meet (``arch=["sm_80", "sm_90"]``) on any machine, GPU or
+not, then ship the cache directory or a bundle (:mod:`tropical_gemm.jit.bundle`).
+
+Compiles run in threads: NVRTC releases the GIL while it works, and each
+kernel is a separate program, so N workers give close to N times the rate
+without the start-up cost of processes.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Callable, Iterable, Sequence, Union
+
+from .compiler import ArchLike, Target, resolve_target
+from .registry import Registry, current_device, device_target
+from .spec import KernelSpec, catalogue
+
+#: ``progress(done, total, spec, target)`` after each kernel is in the cache.
+Progress = Callable[[int, int, KernelSpec, Target], None]
+
+Names = Union[str, Iterable[str], None]
+
+#: NVRTC needs a few hundred MB per concurrent compile; more threads than this
+#: rarely help and can exhaust memory on many-core hosts.
+MAX_DEFAULT_WORKERS = 16
+
+
+def warmup(
+    *,
+    semirings: Names = None,
+    dtypes: Names = None,
+    ops: Names = None,
+    arch: "ArchLike | Sequence[ArchLike] | None" = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    registry: Registry | None = None,
+) -> list[KernelSpec]:
+    """Compile the selected catalogue kernels into the disk cache; return their specs.
+
+    ``arch`` is one architecture (``"sm_90"``), several (a list, or a comma
+    separated string), or ``None`` for the current GPU.  Kernels already in
+    the cache are read and verified, not recompiled.  The first compile error
+    stops the run and is raised (kernels finished by then stay cached).
+    """
+    from . import default_registry
+
+    chosen = catalogue(semirings_=_names(semirings), dtypes=_names(dtypes), ops=_names(ops))
+    targets = _targets(arch)
+    jobs = [(spec, target) for target in targets for spec in chosen]
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    count = workers or min(len(jobs), os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
+    builder = registry or default_registry()
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(count, 1), thread_name_prefix="tropical-gemm-warmup") as pool:
+        pending = {pool.submit(builder.build, spec, target): (spec, target) for spec, target in jobs}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_EXCEPTION)
+            for future in finished:
+                spec, target = pending.pop(future)
+                if future.exception() is not None:
+                    for other in pending:
+                        other.cancel()
+                    raise future.exception()  # type: ignore[misc]
+                done += 1
+                if progress is not None:
+                    progress(done, len(jobs), spec, target)
+    return chosen
+
+
+def _names(value: Names) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
+
+
+def _targets(arch: "ArchLike | Sequence[ArchLike] | None") -> list[Target]:
+    """Distinct targets, in the order given; ``None`` asks the current GPU."""
+    if arch is None:
+        try:
+            return [device_target(current_device())]
+        except Exception as exc:
+            raise RuntimeError(
+                f"no usable CUDA GPU to take the architecture from ({exc}); "
+                "pass arch explicitly, e.g. arch='sm_90' or arch=['sm_80', 'sm_90']"
+            ) from exc
+    if isinstance(arch, str):
+        archs: list[ArchLike] = [a.strip() for a in arch.split(",") if a.strip()]
+    elif isinstance(arch, int) or (isinstance(arch, tuple) and all(isinstance(x, int) for x in arch)):
+        archs = [arch]
+    else:
+        archs = list(arch)
+    if not archs:
+        raise ValueError("arch is empty; name at least one architecture, e.g. 'sm_90'")
+    targets: list[Target] = []
+    for a in archs:
+        target = resolve_target(a)
+        if target not in targets:
+            targets.append(target)
+    return targets
