@@ -1,0 +1,343 @@
+"""``tropical-gemm`` / ``python -m tropical_gemm``: warm-up, cache maintenance, demo.
+
+Each subcommand is a :class:`Command`: a name, a one-line help, a function
+that adds its arguments and a function that runs it and returns the exit
+status.  A new subcommand is one more entry in :data:`COMMANDS`.  Only the
+chosen command's arguments are built, so ``tropical-gemm cache info`` never
+imports the demo (or CuPy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .jit.compiler import NvrtcUnavailableError, Target
+from .jit.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as ``tropical-gemm: error: ...``, exit status 1."""
+
+
+# ---- warmup ------------------------------------------------------------------------------------
+
+
+def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arch", help="comma-separated architectures, e.g. sm_80,sm_90 "
+                                       "(default: the current GPU's); no GPU is needed when given")
+    parser.add_argument("--semiring", action="append", help="semiring(s) to compile, e.g. max_plus "
+                                                            "(comma-separated or repeated; default: all)")
+    parser.add_argument("--dtype", action="append", help="dtype(s), e.g. float32 (default: all)")
+    parser.add_argument("--op", action="append", help="operation(s): forward, forward_argmax, backward_a, "
+                                                      "backward_b (default: all)")
+    parser.add_argument("--workers", type=int, help="parallel compiles (default: CPU count, at most 16)")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    parser.set_defaults(handler=_run_warmup)
+
+
+def _joined(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _run_warmup(args: argparse.Namespace) -> int:
+    from .jit import default_registry, warmup
+
+    bar = ProgressBar(sys.stderr)
+    before = default_registry().stats()
+    started = time.perf_counter()
+    specs = warmup(semirings=_joined(args.semiring), dtypes=_joined(args.dtype), ops=_joined(args.op),
+                   arch=args.arch, workers=args.workers, progress=bar.update)
+    bar.finish()
+    after = default_registry().stats()
+    summary = {
+        "kernels": len(specs),
+        "builds": after["compiled"] + after["disk_hits"] - before["compiled"] - before["disk_hits"],
+        "compiled": after["compiled"] - before["compiled"],
+        "already_cached": after["disk_hits"] - before["disk_hits"],
+        "compile_seconds": round(after["compile_seconds"] - before["compile_seconds"], 3),
+        "wall_seconds": round(time.perf_counter() - started, 3),
+        "cache_dir": after["cache_dir"],
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        where = summary["cache_dir"] or "memory only (disk cache disabled)"
+        print(f"{summary['builds']} kernel builds ({summary['compiled']} compiled, "
+              f"{summary['already_cached']} already cached) in {summary['wall_seconds']:.1f} s; cache: {where}")
+    return 0
+
+
+class ProgressBar:
+    """``[#####.....] 12/48 tg_forward_...`` redrawn in place on a terminal, nothing otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._live = bool(getattr(stream, "isatty", lambda: False)())
+        self._drawn = False
+
+    def update(self, done: int, total: int, spec: KernelSpec, target: Target) -> None:
+        if not self._live:
+            return
+        filled = self.WIDTH * done // max(total, 1)
+        line = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} {spec.name} ({target.tag})"
+        self._stream.write("\r\x1b[2K" + line)
+        self._stream.flush()
+        self._drawn = True
+
+    def finish(self) -> None:
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+# ---- cache -------------------------------------------------------------------------------------
+
+
+def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    info = actions.add_parser("info", help="where the cache is, how big, which targets",
+                              description="Show the cache location, state, size and entries per target.")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.set_defaults(handler=_run_cache_info)
+    listing = actions.add_parser("list", help="one line per cached kernel",
+                                 description="List cached kernels, most recently used first.")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=_run_cache_list)
+    clear = actions.add_parser("clear", help="delete every cached kernel",
+                               description="Delete every cache entry (all format versions). Files in the "
+                                           "cache directory that are not cache entries are left alone.")
+    clear.set_defaults(handler=_run_cache_clear)
+    prune = actions.add_parser("prune", help="delete least recently used kernels down to a size",
+                               description="Delete least recently used entries until the cache holds at "
+                                           "most --max-bytes.")
+    prune.add_argument("--max-bytes", required=True, type=parse_size,
+                       help="size to keep, in bytes or with a suffix: 500M, 2G")
+    prune.add_argument("--json", action="store_true", help="machine-readable output")
+    prune.set_defaults(handler=_run_cache_prune)
+    export = actions.add_parser("export", help="write cache entries to a bundle (.tar.gz)",
+                                description="Write cache entries to a bundle that other machines can import.")
+    export.add_argument("file", type=Path, help="bundle to write, e.g. kernels.tar.gz")
+    export.add_argument("--arch", help="only these targets, comma-separated (e.g. sm_90,compute_120)")
+    export.set_defaults(handler=_run_cache_export)
+    import_ = actions.add_parser("import", help="verify a bundle and add its entries to the cache",
+                                 description="Verify every entry of a bundle (checksums, names), then add "
+                                             "them all to the cache; a bad bundle imports nothing.")
+    import_.add_argument("file", type=Path, help="bundle written by 'cache export'")
+    import_.set_defaults(handler=_run_cache_import)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``"1048576"``, ``"500K"``, ``"20M"``, ``"1.5G"`` (powers of 1024)."""
+    units = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (cleaned[:-1], cleaned[-1]) if cleaned[-1:] in units and cleaned[-1:] else (cleaned, "")
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use bytes or a K/M/G/T suffix)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"size must not be negative: {text!r}")
+    return int(value * units[unit])
+
+
+def _cache() -> Any:
+    from .jit.disk_cache import default_cache
+
+    return default_cache()
+
+
+def _run_cache_info(args: argparse.Namespace) -> int:
+    from .jit.disk_cache import FORMAT_VERSION, disk_cache_enabled
+
+    cache = _cache()
+    entries = cache.entries()
+    per_target: dict[str, dict[str, int]] = {}
+    for entry in entries:
+        slot = per_target.setdefault(entry.metadata.target, {"entries": 0, "bytes": 0})
+        slot["entries"] += 1
+        slot["bytes"] += entry.size
+    info = {
+        "cache_dir": str(cache.root) if cache.root is not None else None,
+        "enabled": disk_cache_enabled(),
+        "exists": bool(cache.root and cache.root.is_dir()),
+        "format_version": FORMAT_VERSION,
+        "entries": len(entries),
+        "bytes": sum(e.size for e in entries),
+        "targets": per_target,
+        "nvrtc_version": _nvrtc_version_or_none(),
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"cache dir:   {info['cache_dir'] or '(disabled by TROPICAL_GEMM_DISABLE_DISK_CACHE)'}")
+    print(f"format:      v{FORMAT_VERSION}")
+    print(f"entries:     {info['entries']} ({_human(info['bytes'])})")
+    for target, slot in sorted(per_target.items()):
+        print(f"  {target:<12} {slot['entries']:>5} entries  {_human(slot['bytes']):>9}")
+    print(f"NVRTC:       {info['nvrtc_version'] or 'not available'}")
+    return 0
+
+
+def _nvrtc_version_or_none() -> str | None:
+    from .jit.compiler import nvrtc_version
+
+    try:
+        major, minor = nvrtc_version()
+    except NvrtcUnavailableError:
+        return None
+    return f"{major}.{minor}"
+
+
+def _run_cache_list(args: argparse.Namespace) -> int:
+    entries = sorted(_cache().entries(), key=lambda e: e.last_used, reverse=True)
+    if args.json:
+        print(json.dumps([
+            {"name": e.metadata.name, "target": e.metadata.target, "nvrtc_version": e.metadata.nvrtc_version,
+             "package_version": e.metadata.package_version, "bytes": e.size, "last_used": e.last_used,
+             "created": e.metadata.created, "compile_seconds": e.metadata.compile_seconds,
+             "spec": e.metadata.spec, "path": str(e.payload_path)}
+            for e in entries
+        ], indent=2))
+        return 0
+    for e in entries:
+        used = datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M")
+        print(f"{e.metadata.name:<48} {e.metadata.target:<12} nvrtc {e.metadata.nvrtc_version:<6} "
+              f"{_human(e.size):>9}  used {used}")
+    return 0
+
+
+def _run_cache_clear(args: argparse.Namespace) -> int:
+    cache = _cache()
+    if cache.root is None:
+        raise CliError("the disk cache is disabled (TROPICAL_GEMM_DISABLE_DISK_CACHE); nothing to clear")
+    removed = cache.clear()
+    print(f"removed {removed} files from {cache.root}")
+    return 0
+
+
+def _run_cache_prune(args: argparse.Namespace) -> int:
+    cache = _cache()
+    if cache.root is None:
+        raise CliError("the disk cache is disabled (TROPICAL_GEMM_DISABLE_DISK_CACHE); nothing to prune")
+    result = cache.prune(args.max_bytes)
+    if args.json:
+        print(json.dumps({"removed": result.removed, "freed_bytes": result.freed_bytes,
+                          "remaining_bytes": result.remaining_bytes}))
+    else:
+        print(f"removed {result.removed} entries ({_human(result.freed_bytes)}); "
+              f"{_human(result.remaining_bytes)} remain in {cache.root}")
+    return 0
+
+
+def _run_cache_export(args: argparse.Namespace) -> int:
+    from .jit.bundle import export_bundle
+
+    targets = _joined([args.arch]) if args.arch else None
+    count = export_bundle(_cache(), args.file, targets=targets)
+    print(f"exported {count} entries to {args.file}")
+    return 0
+
+
+def _run_cache_import(args: argparse.Namespace) -> int:
+    from .jit.bundle import import_bundle
+
+    cache = _cache()
+    result = import_bundle(cache, args.file)
+    print(f"imported {result.imported} verified entries into {cache.root}")
+    return 0
+
+
+def _human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+# ---- demo --------------------------------------------------------------------------------------
+
+
+def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    try:
+        from . import demo
+    except ImportError as exc:
+        problem = f"the demo cannot be loaded: {exc}"
+
+        def unavailable(args: argparse.Namespace) -> int:
+            raise CliError(problem)
+
+        parser.set_defaults(handler=unavailable)
+        return
+    demo.add_demo_arguments(parser)
+    parser.set_defaults(handler=demo.run_demo)
+
+
+# ---- main --------------------------------------------------------------------------------------
+
+COMMANDS: tuple[Command, ...] = (
+    Command("warmup", "compile kernels into the disk cache ahead of time (no GPU needed with --arch)",
+            _add_warmup_arguments),
+    Command("cache", "inspect and maintain the kernel cache: info, list, clear, prune, export, import",
+            _add_cache_arguments),
+    Command("demo", "run a short demonstration", _add_demo_arguments),
+)
+
+#: Errors that mean "the request cannot be served": one line, not a traceback (unless --verbose).
+EXPECTED_ERRORS = (CliError, RuntimeError, ValueError, OSError)
+
+
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    """The parser, with arguments only for ``command`` (the others are listed, not built)."""
+    parser = argparse.ArgumentParser(
+        prog="tropical-gemm",
+        description="Tropical matrix products on GPUs and CPUs: kernel cache tools and demo.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log compiles and cache hits (logger tropical_gemm.jit) to stderr")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for cmd in COMMANDS:
+        sub = commands.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        if cmd.name == command:
+            cmd.add_arguments(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in arguments if not a.startswith("-")), None)
+    parser = build_parser(command if command in {c.name for c in COMMANDS} else None)
+    args = parser.parse_args(arguments)
+    if args.verbose:
+        logging.basicConfig(format="%(name)s: %(message)s")
+        logging.getLogger("tropical_gemm.jit").setLevel(logging.INFO)
+    try:
+        return int(args.handler(args))
+    except EXPECTED_ERRORS as exc:
+        if args.verbose:
+            raise
+        print(f"tropical-gemm: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tropical-gemm: interrupted", file=sys.stderr)
+        return 130
