@@ -101,8 +101,8 @@ def train(nodes: int = 12, extra_roads: int = 40, steps: int = 400, lr: float = 
 def main() -> None:
     result = train()
     for step in range(0, len(result.losses), 50):
-        print(f"step {step:4d}  loss {result.losses[step]:.6f}")
-    print(f"final      loss {result.losses[-1]:.6f}")
+        print(f"step {step:4d}  loss {result.losses[step]:.3e}")
+    print(f"final      loss {result.losses[-1]:.3e}")
     print(
         f"{int(result.identifiable.sum())} of {int(torch.isfinite(result.true_lengths).sum())} roads are "
         f"identifiable; largest error on them: {result.identifiable_error():.4f}"

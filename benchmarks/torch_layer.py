@@ -1,0 +1,270 @@
+"""What the torch integration costs and buys: a max_plus layer's forward+backward, and per-call overhead.
+
+On CUDA (float32, max_plus):
+
+* forward (with argmax, as in training) and forward+backward at 4096^3
+  through ``tropical_gemm.torch``, and through the core API on cupy arrays;
+* the torch broadcast idiom ``(a[:, :, None] + b[None]).amax(1)`` with its
+  backward, at the largest cube that fits in memory, against ours at that size;
+* per-call host time at 16^3 (median of many calls, µs): the torch wrapper
+  against a direct core call, for the forward, the forward with argmax and
+  forward+backward.  The wrapper's overhead is the difference.
+
+On the CPU the same, at sizes the numpy engine handles in moments.  Without
+a GPU only the CPU part runs.
+
+    python benchmarks/torch_layer.py [--out benchmarks/results]
+
+Writes ``torch-<device>-<date>.json`` and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+import tropical_gemm as tg
+from tropical_gemm.torch import tropical_matmul, tropical_matmul_with_argmax
+
+#: The issue's budget for the wrapper, per call at small sizes, on CUDA.
+OVERHEAD_BUDGET_US = 30.0
+SMALL = 16
+CUDA_LAYER = 4096
+CPU_LAYER = 256
+#: Bytes per element of the broadcast cube at the backward's peak: the saved
+#: sum (4), the amax mask (1), grad * mask and its division by the count (4 + 4).
+BROADCAST_PEAK_BYTES = 13
+
+
+# -------------------------------------------------------------------- timing
+
+
+def gpu_seconds(fn: Callable[[], object], *, reps: int = 3, trials: int = 3) -> float:
+    """Median seconds per call over timed batches on the current stream, after a warm-up.
+
+    The core API launches on cupy's current stream, the null stream here,
+    which is also torch's default stream, so one pair of events times both.
+    """
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(trials):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) / 1e3 / reps)
+    return statistics.median(samples)
+
+
+def cpu_seconds(fn: Callable[[], object], *, reps: int = 5) -> float:
+    fn()
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def host_us(fn: Callable[[], object], sync: Callable[[], None], *, calls: int = 2000) -> float:
+    """Median host time of one call in µs: at 16^3 the GPU keeps up, so this is the overhead."""
+    for _ in range(calls // 10):
+        fn()
+    sync()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - start)
+    sync()
+    return statistics.median(samples) / 1e3
+
+
+# ----------------------------------------------------------------- workloads
+
+
+def leaves(size: int, device: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Operands that require grad, and an upstream gradient, all float32."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a, b, g = (torch.randn(size, size, device=device, generator=gen) for _ in range(3))
+    return a.requires_grad_(), b.requires_grad_(), g
+
+
+def torch_calls(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> dict[str, Callable[[], object]]:
+    def forward_backward():
+        torch.autograd.grad(tropical_matmul(a, b), (a, b), g)
+
+    return {
+        "forward": lambda: tropical_matmul(a.detach(), b.detach()),
+        "forward_argmax": lambda: tropical_matmul_with_argmax(a, b),
+        "forward_backward": forward_backward,
+    }
+
+
+def core_calls(a: object, b: object, g: object) -> dict[str, Callable[[], object]]:
+    """The same work on engine arrays (numpy or cupy) through the core API."""
+
+    def forward_backward():
+        _, argmax = tg.matmul(a, b, argmax=True)
+        tg.matmul_backward(g, a, b, argmax)
+
+    return {
+        "forward": lambda: tg.matmul(a, b),
+        "forward_argmax": lambda: tg.matmul(a, b, argmax=True),
+        "forward_backward": forward_backward,
+    }
+
+
+def broadcast_forward_backward(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> None:
+    """The idiom users write first: an M×K×N cube, then a max over K."""
+    torch.autograd.grad((a[:, :, None] + b[None]).amax(1), (a, b), g)
+
+
+def engine_views(tensors: tuple[torch.Tensor, ...], device: str) -> tuple[object, ...]:
+    if device == "cpu":
+        return tuple(t.detach().numpy() for t in tensors)
+    import cupy
+
+    return tuple(cupy.from_dlpack(t.detach()) for t in tensors)
+
+
+def overhead(device: str, sync: Callable[[], None]) -> dict[str, dict[str, float]]:
+    """Per-call µs of the wrapper and of the core, and their difference, at 16^3."""
+    tensors = leaves(SMALL, device, seed=1)
+    wrapped, direct = torch_calls(*tensors), core_calls(*engine_views(tensors, device))
+    out = {}
+    for name in wrapped:
+        w, d = host_us(wrapped[name], sync), host_us(direct[name], sync)
+        out[name] = {"torch_us": w, "core_us": d, "overhead_us": w - d}
+    return out
+
+
+def layer(size: int, device: str, seconds: Callable[[Callable[[], object]], float]) -> dict[str, float]:
+    """Forward, forward with argmax, and forward+backward, through torch and through the core."""
+    tensors = leaves(size, device)
+    wrapped, direct = torch_calls(*tensors), core_calls(*engine_views(tensors, device))
+    out = {"size": size}
+    for name in wrapped:
+        out[f"torch_{name}_s"] = seconds(wrapped[name])
+        out[f"core_{name}_s"] = seconds(direct[name])
+    return out
+
+
+def largest_broadcast_cube() -> int:
+    """The largest multiple of 256 whose broadcast forward+backward should fit in free memory."""
+    free, _ = torch.cuda.mem_get_info()
+    size = int((0.85 * free / BROADCAST_PEAK_BYTES) ** (1 / 3)) // 256 * 256
+    return max(size, 256)
+
+
+def broadcast_vs_ours() -> dict[str, float]:
+    """The idiom at the largest size that runs (stepping down on OOM), and ours at that size."""
+    size = largest_broadcast_cube()
+    while size >= 256:
+        tensors = leaves(size, "cuda")
+        try:
+            idiom = gpu_seconds(lambda: broadcast_forward_backward(*tensors), reps=1)
+        except torch.cuda.OutOfMemoryError:
+            del tensors
+            torch.cuda.empty_cache()
+            size -= 256
+            continue
+        torch.cuda.empty_cache()
+        ours = gpu_seconds(torch_calls(*tensors)["forward_backward"])
+        return {"size": size, "broadcast_forward_backward_s": idiom, "torch_forward_backward_s": ours,
+                "speedup": idiom / ours}
+    return {"size": 0}
+
+
+# -------------------------------------------------------------------- report
+
+
+def environment() -> dict[str, object]:
+    versions = {"torch": torch.__version__, "tropical_gemm": tg.__version__, "numpy": np.__version__,
+                "python": platform.python_version()}
+    try:
+        import cupy
+
+        versions["cupy"] = cupy.__version__
+    except ImportError:
+        pass
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return {"device": device, "cpu": platform.processor() or platform.machine(), "versions": versions,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def run() -> dict[str, object]:
+    report: dict[str, object] = {"environment": environment()}
+    if torch.cuda.is_available():
+        print(f"cuda: {report['environment']['device']}", file=sys.stderr)
+        report["cuda"] = {
+            "overhead": overhead("cuda", torch.cuda.synchronize),
+            "layer": layer(CUDA_LAYER, "cuda", gpu_seconds),
+            "broadcast": broadcast_vs_ours(),
+        }
+    print("cpu", file=sys.stderr)
+    cube = leaves(CPU_LAYER, "cpu")
+    report["cpu"] = {
+        "overhead": overhead("cpu", lambda: None),
+        "layer": layer(CPU_LAYER, "cpu", cpu_seconds),
+        "broadcast": {"size": CPU_LAYER, "broadcast_forward_backward_s": cpu_seconds(lambda: broadcast_forward_backward(*cube))},
+    }
+    return report
+
+
+def table(report: dict[str, object]) -> list[str]:
+    lines = []
+    for device in ("cuda", "cpu"):
+        part = report.get(device)
+        if part is None:
+            continue
+        lay = part["layer"]
+        n = lay["size"]
+        lines.append(f"{device}: float32 max_plus {n}^3          torch (ms)   core (ms)")
+        for name in ("forward", "forward_argmax", "forward_backward"):
+            lines.append(f"  {name:<30} {lay[f'torch_{name}_s'] * 1e3:10.3f} {lay[f'core_{name}_s'] * 1e3:11.3f}")
+        bc = part["broadcast"]
+        if bc.get("size"):
+            line = f"  broadcast idiom fwd+bwd {bc['size']}^3: {bc['broadcast_forward_backward_s'] * 1e3:.3f} ms"
+            if "speedup" in bc:
+                line += f" (ours {bc['torch_forward_backward_s'] * 1e3:.3f} ms, {bc['speedup']:.1f}x faster)"
+            lines.append(line)
+        lines.append(f"  per call at {SMALL}^3 (µs)        torch       core   overhead")
+        for name, row in part["overhead"].items():
+            lines.append(f"  {name:<30} {row['torch_us']:8.1f} {row['core_us']:10.1f} {row['overhead_us']:10.1f}")
+    if "cuda" in report:
+        worst = max(row["overhead_us"] for row in report["cuda"]["overhead"].values())
+        verdict = "within" if worst <= OVERHEAD_BUDGET_US else "OVER"
+        lines.append(f"cuda wrapper overhead: worst {worst:.1f} µs per call, {verdict} the {OVERHEAD_BUDGET_US:.0f} µs budget")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+    report = run()
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = report["environment"]
+    path = args.out / f"torch-{env['device'].replace(' ', '_')}-{env['date'][:10]}.json"
+    path.write_text(json.dumps(report, indent=2))
+    print("\n".join(table(report)))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
