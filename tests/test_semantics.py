@@ -335,13 +335,25 @@ def test_entries_without_a_winner_send_no_gradient(engine):
     assert ga.tolist() == [[0.0, 0.0]] and gb.tolist() == [[0.0], [0.0]]
 
 
-def test_gradients_accumulate_over_i_and_j(engine):
-    """The worked 3x3 example of docs/semantics.md."""
-    a = [[0.0, 2.0, 1.0], [3.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
-    b = [[0.0, 1.0, 0.0], [1.0, 0.0, 2.0], [0.0, 0.0, 0.0]]
-    c, idx = engine.get(*tg.matmul(*engine.put(np.array(a), np.array(b)), "max_plus", argmax=True))
-    assert c.tolist() == [[3.0, 2.0, 4.0], [3.0, 4.0, 3.0], [2.0, 2.0, 3.0]]
-    assert idx.tolist() == [[1, 1, 1], [0, 0, 0], [1, 0, 1]]
-    ga, gb = grads(engine, a, b, "max_plus")
-    assert ga.tolist() == [[0.0, 3.0, 0.0], [3.0, 0.0, 0.0], [1.0, 2.0, 0.0]]
-    assert gb.tolist() == [[1.0, 2.0, 1.0], [2.0, 1.0, 2.0], [0.0, 0.0, 0.0]]
+WORKED_A = [[0.0, 2.0, 1.0], [3.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
+WORKED_B = [[0.0, 1.0, 0.0], [1.0, 0.0, 2.0], [0.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize(
+    "semiring,c,argmax,grad_a,grad_b",
+    [
+        ("max_plus", [[3, 2, 4], [3, 4, 3], [2, 2, 3]], [[1, 1, 1], [0, 0, 0], [1, 0, 1]],
+         [[0, 3, 0], [3, 0, 0], [1, 2, 0]], [[1, 2, 1], [2, 1, 2], [0, 0, 0]]),
+        ("max_mul", [[2, 0, 4], [0, 3, 0], [1, 1, 2]], [[1, -1, 1], [-1, 0, -1], [1, 0, 1]],
+         [[0, 3, 0], [1, 0, 0], [1, 3, 0]], [[0, 4, 0], [3, 0, 3], [0, 0, 0]]),
+        ("max_min", [[1, 0, 2], [0, 1, 0], [1, 1, 1]], [[1, 0, 1], [0, 0, 0], [1, 0, 1]],
+         [[1, 1, 0], [0, 0, 0], [1, 2, 0]], [[1, 1, 1], [1, 0, 0], [0, 0, 0]]),
+    ],
+)
+def test_the_worked_example_of_the_docs(engine, semiring, c, argmax, grad_a, grad_b):
+    """docs/semantics.md works this 3x3 example by hand; grad_c is all ones."""
+    got_c, got_idx = engine.get(*tg.matmul(*engine.put(np.array(WORKED_A), np.array(WORKED_B)), semiring,
+                                           argmax=True))
+    assert got_c.tolist() == c and got_idx.tolist() == argmax
+    ga, gb = grads(engine, WORKED_A, WORKED_B, semiring)
+    assert ga.tolist() == grad_a and gb.tolist() == grad_b
