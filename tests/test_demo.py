@@ -10,50 +10,57 @@ import numpy as np
 import pytest
 
 from conftest import gpu_unavailable_reason
-from tropical_gemm import demo
 
 
-def parse(*argv: str) -> argparse.Namespace:
+@pytest.fixture
+def demo():
+    """Imported per test, not at collection: test_cli_cache swaps in a fake demo module."""
+    from tropical_gemm import demo
+
+    return demo
+
+
+def parse(demo, *argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     demo.add_demo_arguments(parser)
     return parser.parse_args(list(argv))
 
 
-def test_defaults_are_a_few_thousand_nodes_on_the_best_device():
-    args = parse()
+def test_defaults_are_a_few_thousand_nodes_on_the_best_device(demo):
+    args = parse(demo)
     assert args.nodes >= 1000 and args.device == "auto"
 
 
-def test_small_run_on_the_cpu_passes_its_check(capsys):
-    assert demo.run_demo(parse("--nodes", "150", "--device", "cpu", "--seed", "3")) == 0
+def test_small_run_on_the_cpu_passes_its_check(demo, capsys):
+    assert demo.run_demo(parse(demo, "--nodes", "150", "--device", "cpu", "--seed", "3")) == 0
     out = capsys.readouterr().out
     assert "engine: cpu" in out
     assert "G tropical ops/s" in out
     assert "check passed" in out
 
 
-def test_auto_uses_cuda_exactly_when_a_gpu_is_usable(capsys):
-    assert demo.run_demo(parse("--nodes", "40", "--device", "auto")) == 0
+def test_auto_uses_cuda_exactly_when_a_gpu_is_usable(demo, capsys):
+    assert demo.run_demo(parse(demo, "--nodes", "40", "--device", "auto")) == 0
     expected = "engine: cpu" if gpu_unavailable_reason() else "engine: cuda"
     assert expected in capsys.readouterr().out
 
 
 @pytest.mark.gpu
-def test_small_run_on_cuda_passes_its_check(capsys):
-    assert demo.run_demo(parse("--nodes", "150", "--device", "cuda")) == 0
+def test_small_run_on_cuda_passes_its_check(demo, capsys):
+    assert demo.run_demo(parse(demo, "--nodes", "150", "--device", "cuda")) == 0
     assert "engine: cuda" in capsys.readouterr().out
 
 
-def test_cuda_without_a_gpu_is_an_error(capsys):
+def test_cuda_without_a_gpu_is_an_error(demo, capsys):
     reason = gpu_unavailable_reason()
-    status = demo.run_demo(parse("--nodes", "10", "--device", "cuda"))
+    status = demo.run_demo(parse(demo, "--nodes", "10", "--device", "cuda"))
     if reason is None:
         assert status == 0
     else:
         assert status == 2 and "--device cuda, but" in capsys.readouterr().err
 
 
-def test_the_check_catches_a_wrong_distance():
+def test_the_check_catches_a_wrong_distance(demo):
     graph = demo.random_graph(60, 4.0, seed=1)
     exact = np.stack([demo.dijkstra(graph, s) for s in range(60)])
     assert demo.check(graph, exact, np.arange(60)) == []
@@ -62,7 +69,7 @@ def test_the_check_catches_a_wrong_distance():
     assert demo.check(graph, wrong, np.arange(60)) == [17]
 
 
-def test_squaring_matches_floyd_warshall():
+def test_squaring_matches_floyd_warshall(demo):
     """A second independent method, over every pair of a small graph."""
     graph = demo.random_graph(50, 3.0, seed=2)
     d = demo.distance_matrix(graph).astype(np.float64)
