@@ -8,6 +8,8 @@ dtypes and devices, broadcasting of gradients, the op registrations that
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -230,6 +232,23 @@ def test_only_the_winning_entries_receive_gradient():
     b = torch.tensor([[1.0], [1.0]], requires_grad=True)
     tgt.tropical_matmul(a, b).sum().backward()
     assert a.grad.tolist() == [[0.0, 1.0]] and b.grad.tolist() == [[0.0], [1.0]]
+
+
+def test_forward_mode_ad_is_refused_instead_of_silently_zero():
+    a, b = tie_free((3, 4), (4, 2), "max_plus", requires_grad=False)
+    with pytest.raises(NotImplementedError, match="forward-mode AD"):
+        torch.func.jvp(lambda x: tgt.tropical_matmul(x, b), (a,), (torch.ones_like(a),))
+    with torch.autograd.forward_ad.dual_level():
+        dual = torch.autograd.forward_ad.make_dual(b, torch.ones_like(b))
+        with pytest.raises(NotImplementedError, match="reverse mode only"):
+            tgt.tropical_matmul_with_argmax(a, dual)
+        tgt.tropical_matmul(a, b)  # no tangent anywhere: fine inside a dual level
+
+
+def test_vmap_matches_the_batched_product():
+    a, b = tie_free((3, 4, 5), (3, 5, 2), "min_plus", requires_grad=False)
+    mapped = torch.vmap(lambda x, y: tgt.tropical_matmul(x, y, "min_plus"))(a, b)
+    torch.testing.assert_close(mapped, tgt.tropical_matmul(a, b, "min_plus"), rtol=0, atol=0)
 
 
 def test_deterministic_mode_reaches_the_engine(monkeypatch):
@@ -463,6 +482,37 @@ def test_cuda_results_come_from_torchs_allocator_without_syncs(cuda):
     grown = torch.cuda.memory_allocated(cuda) - before
     # values, argmax and both gradients are tensors of torch's caching allocator.
     assert grown >= values.nbytes + argmax.nbytes + a.grad.nbytes + b.grad.nbytes
+
+
+@pytest.mark.gpu
+def test_cuda_calls_return_while_queued_work_still_runs(cuda):
+    """No host synchronisation: a call returns long before earlier GPU work has finished."""
+    a, b = tie_free((64, 96), (96, 80), "max_plus", dtype=torch.float32, device=cuda)
+    grad_c = torch.ones(64, 80, device=cuda)
+    tgt.tropical_matmul(a, b).backward(grad_c)  # compile kernels up front
+    x = torch.randn(4096, 4096, device=cuda)
+
+    def busy():
+        y = x
+        for _ in range(30):
+            y = torch.tanh(y @ y * 0.02)
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    busy()
+    torch.cuda.synchronize()
+    busy_s = time.perf_counter() - start
+    calls = {
+        "forward": lambda: tgt.tropical_matmul_with_argmax(a, b),
+        "forward+backward": lambda: tgt.tropical_matmul(a, b).backward(grad_c),
+    }
+    for name, call in calls.items():
+        busy()
+        start = time.perf_counter()
+        call()
+        host_s = time.perf_counter() - start
+        torch.cuda.synchronize()
+        assert host_s < busy_s / 2, f"{name} took {host_s * 1e3:.1f} ms on the host, as if it waited for the GPU"
 
 
 @pytest.mark.gpu

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
 from torch import Tensor, nn
+from torch.autograd import forward_ad
 
 from . import api
 from .dtypes import argmax_dtype
@@ -293,10 +294,22 @@ _matmul_backward_op.register_autograd(_backward_backward, setup_context=_save_ba
 
 
 def _check_tensors(a: object, b: object) -> None:
+    """Tensors, and no forward-mode tangents on them.
+
+    custom ops have reverse-mode formulas only, and torch drops forward-mode
+    tangents through them silently (the result would look constant), so
+    forward mode is refused here.  ``_current_level`` is -1 outside every
+    dual level, which keeps the common case to one comparison.
+    """
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         raise TypeError(
             f"expected torch tensors, got {type(a).__name__} and {type(b).__name__}; "
             "for numpy or cupy arrays call tropical_gemm.matmul"
+        )
+    if forward_ad._current_level >= 0 and any(forward_ad.unpack_dual(t).tangent is not None for t in (a, b)):
+        raise NotImplementedError(
+            "tropical_gemm.torch differentiates in reverse mode only (backward, torch.func.grad/vjp); "
+            "forward-mode AD (torch.func.jvp, jacfwd, forward_ad dual tensors) is not supported"
         )
 
 
