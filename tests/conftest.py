@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 settings.register_profile(
     "ci",
     deadline=None,
-    max_examples=30,
+    max_examples=75,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

@@ -124,7 +124,7 @@ def cases(draw, dtypes=DTYPES, semirings=SEMIRINGS, batched: bool = True, max_si
     dtype = draw(st.sampled_from(dtypes))
     semiring = draw(st.sampled_from(semirings))
     batch_a, batch_b = draw(batch_shapes()) if batched else ((), ())
-    limit = max_size if not (batch_a or batch_b) else max_size // 4
+    limit = max_size if not (batch_a or batch_b) else max_size // 2
     m, k, n = (min(draw(SIZES), limit) for _ in range(3))
     special_rate = draw(st.sampled_from([0.0, 0.05, 0.3]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
