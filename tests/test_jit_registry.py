@@ -50,6 +50,7 @@ def test_first_request_compiles_exactly_one_kernel(cache_root):
     stats_now = registry.stats()
     assert (stats_now["compiled"], stats_now["disk_hits"], stats_now["memory_hits"], stats_now["loads"]) == (1, 0, 1, 1)
     assert stats_now["compile_seconds"] > 0 and stats_now["kernels_in_memory"] == 1
+    assert stats_now["ready_seconds"] >= stats_now["compile_seconds"] + stats_now["load_seconds"]
     assert len(cache_files(cache_root, ".cubin")) == 1
 
 

@@ -93,7 +93,8 @@ def compile_spec(spec: KernelSpec, arch: Any) -> BuildOutcome:
 
 def stats() -> dict[str, Any]:
     """Counters for this process: ``compiled``, ``disk_hits``, ``memory_hits``,
-    ``compile_seconds``, ``load_seconds``, ``loads``, ``kernels_in_memory``,
+    ``compile_seconds``, ``load_seconds``, ``ready_seconds`` (all time spent making
+    kernels ready: source, cache, compile, load), ``loads``, ``kernels_in_memory``,
     ``foreign_nvrtc_hits``, ``corrupt_replaced``, and the cache's location and state."""
     return default_registry().stats()
 

@@ -100,7 +100,8 @@ class Registry:
         self._guard = threading.Lock()
         self._counts = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "loads": 0,
                         "foreign_nvrtc_hits": 0, "corrupt_replaced": 0}
-        self._seconds = {"compile_seconds": 0.0, "load_seconds": 0.0}
+        # ready_seconds: wall time of memory misses (source, disk cache and its lock, compile, load).
+        self._seconds = {"compile_seconds": 0.0, "load_seconds": 0.0, "ready_seconds": 0.0}
 
     def get_function(self, spec: KernelSpec, device: int | None = None) -> Any:
         """The loaded kernel for ``spec`` on ``device`` (default: CuPy's current device)."""
@@ -114,6 +115,7 @@ class Registry:
 
     def _load(self, key: tuple[KernelSpec, int]) -> Any:
         spec, device = key
+        started = time.perf_counter()
         with self._build_lock(key):
             function = self._functions.get(key)
             if function is not None:  # another thread built it while we waited
@@ -135,7 +137,9 @@ class Registry:
                 outcome = self.build(spec, target, accept_other_nvrtc=False)
                 function = self._timed_load(outcome.binary, spec.name, device)
             self._functions[key] = function
-            return function
+        with self._guard:
+            self._seconds["ready_seconds"] += time.perf_counter() - started
+        return function
 
     def _build_lock(self, key: tuple[KernelSpec, int]) -> threading.Lock:
         with self._guard:
