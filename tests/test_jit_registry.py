@@ -55,6 +55,7 @@ def test_first_request_compiles_exactly_one_kernel(cache_root):
 
 
 SECOND_PROCESS = """
+import json
 from jit_helpers import gpu_free_registry
 from tropical_gemm.jit import make_spec
 from tropical_gemm.jit.source import kernel_source
