@@ -91,8 +91,13 @@ class _Bridge(NamedTuple):
 
 
 def _numpy_view(t: Tensor) -> Any:
-    # Inside an op the inputs still carry requires_grad, which .numpy() refuses.
+    # Inside an op the inputs still carry requires_grad, which .numpy() and
+    # DLPack export refuse; detach() is a view, not a copy.
     return t.detach().numpy()
+
+
+def _cupy_view(t: Tensor) -> Any:
+    return _cupy().from_dlpack(t.detach())
 
 
 _CPU_BRIDGE = _Bridge(_numpy_view, torch.from_numpy)
@@ -146,29 +151,27 @@ def _engine(device: torch.device) -> Iterator[_Bridge]:
     ):
         # Inside the stream context the DLPack stream handshakes see one
         # stream on both sides, so they add no event and no wait.
-        yield _Bridge(cp.from_dlpack, torch.from_dlpack)
+        yield _Bridge(_cupy_view, torch.from_dlpack)
 
 
 # ---------------------------------------------------------------- operators
 
 
-def _forward(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
-    """Run the core product into tensors allocated by torch (so they live in its allocator)."""
-    _check_operands(a, b)
-    shape = product_shape(tuple(a.shape), tuple(b.shape))
-    values = a.new_empty(shape.out_shape)
-    argmax = a.new_empty(shape.out_shape, dtype=_argmax_dtype(shape.k)) if with_argmax else None
-    with _engine(a.device) as bridge:
-        out = bridge.to_engine(values) if argmax is None else (bridge.to_engine(values), bridge.to_engine(argmax))
-        api.matmul(bridge.to_engine(a), bridge.to_engine(b), semiring, argmax=with_argmax, out=out)
-    return values, argmax
-
-
-def _fake_forward(a: Tensor, b: Tensor, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
+def _empty_outputs(a: Tensor, b: Tensor, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
+    """Checked operands' (values, argmax) buffers; shared by the real and fake kernels."""
     _check_operands(a, b)
     shape = product_shape(tuple(a.shape), tuple(b.shape))
     values = a.new_empty(shape.out_shape)
     return values, a.new_empty(shape.out_shape, dtype=_argmax_dtype(shape.k)) if with_argmax else None
+
+
+def _forward(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
+    """Run the core product into tensors allocated by torch (so they live in its allocator)."""
+    values, argmax = _empty_outputs(a, b, with_argmax)
+    with _engine(a.device) as bridge:
+        out = bridge.to_engine(values) if argmax is None else (bridge.to_engine(values), bridge.to_engine(argmax))
+        api.matmul(bridge.to_engine(a), bridge.to_engine(b), semiring, argmax=with_argmax, out=out)
+    return values, argmax
 
 
 @torch.library.custom_op("tropical_gemm::matmul", mutates_args=())
@@ -179,7 +182,7 @@ def _matmul_op(a: Tensor, b: Tensor, semiring: str) -> Tensor:
 
 @_matmul_op.register_fake
 def _(a: Tensor, b: Tensor, semiring: str) -> Tensor:
-    return _fake_forward(a, b, with_argmax=False)[0]
+    return _empty_outputs(a, b, with_argmax=False)[0]
 
 
 @torch.library.custom_op("tropical_gemm::matmul_with_argmax", mutates_args=())
@@ -189,7 +192,7 @@ def _matmul_with_argmax_op(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor,
 
 @_matmul_with_argmax_op.register_fake
 def _(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
-    return _fake_forward(a, b, with_argmax=True)
+    return _empty_outputs(a, b, with_argmax=True)
 
 
 @torch.library.custom_op("tropical_gemm::matmul_backward", mutates_args=())
