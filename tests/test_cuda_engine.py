@@ -9,6 +9,9 @@ signed zeros, integer extremes, and numbers large enough to saturate.
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -228,3 +231,25 @@ def test_64bit_indexing_output_over_2_31_elements(cp):
     expected = tg.matmul(a[rows].get(), b.get(), "max_plus")
     assert_same_bits(c[rows], expected)
     del c
+
+
+def _sanitizer() -> str | None:
+    import shutil
+
+    found = shutil.which("compute-sanitizer")
+    for candidate in ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"):
+        if found is None and Path(candidate).exists():
+            found = candidate
+    return found
+
+
+def test_kernels_pass_memcheck():
+    """Every kernel family, on edge shapes, under compute-sanitizer's memcheck."""
+    tool = _sanitizer()
+    if tool is None:
+        pytest.skip("compute-sanitizer is not installed")
+    script = Path(__file__).with_name("memcheck_kernels.py")
+    done = subprocess.run([tool, "--tool", "memcheck", "--error-exitcode", "3", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "ERROR SUMMARY: 0 errors" in done.stdout + done.stderr

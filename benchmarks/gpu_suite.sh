@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole GPU side in one call on a CUDA machine: compile the catalogue,
+# the GPU test suite (skips there are failures), then the benchmarks.
+# Stages: warmup, tests, startup, throughput, torch (default: all).  Results and logs go to $OUT (the device
+# tool's output folder) or benchmarks/results/gpu-run.
+#
+#   bash benchmarks/gpu_suite.sh [stage ...]
+set -uo pipefail
+OUT=${OUT:-benchmarks/results/gpu-run}
+mkdir -p "$OUT"
+stages=${*:-warmup tests startup throughput torch}
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if [ -d .whl ]; then   # wheels the GPU machine lacks (platformdirs), carried along
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "note: editable install failed; running from PYTHONPATH"
+export TROPICAL_GEMM_CACHE_DIR=${TROPICAL_GEMM_CACHE_DIR:-/tmp/tropical-gemm-cache}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+status=0
+for stage in $stages; do
+  echo "=== $stage"
+  case $stage in
+    warmup) /usr/bin/time -f "warmup wall %e s" python3 -m tropical_gemm warmup --json > "$OUT/warmup.json" 2> "$OUT/warmup.log"; s=$?; tail -n 3 "$OUT/warmup.log" ;;
+    tests) python3 -m pytest -m gpu --require-gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-gpu.log"; s=${PIPESTATUS[0]} ;;
+    startup) python3 benchmarks/startup.py --out "$OUT" 2>&1 | tee "$OUT/startup.log"; s=${PIPESTATUS[0]} ;;
+    throughput) python3 benchmarks/throughput.py --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/throughput.log"; s=${PIPESTATUS[0]} ;;
+    torch) python3 benchmarks/torch_layer.py --out "$OUT" 2>&1 | tee "$OUT/torch.log"; s=${PIPESTATUS[0]} ;;
+    *) echo "unknown stage $stage"; s=2 ;;
+  esac
+  echo "=== $stage exit $s"
+  [ "$s" -eq 0 ] || status=1
+done
+echo "=== summary"
+grep -hE "passed|failed" "$OUT/pytest-gpu.log" 2>/dev/null | tail -1
+for f in "$OUT"/*.log; do echo "--- $(basename "$f")"; tail -n 25 "$f"; done | grep -v "^\s*$" | tail -n 120
+exit $status

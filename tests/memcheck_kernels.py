@@ -1,0 +1,33 @@
+"""Launch one kernel of each family on awkward shapes, for compute-sanitizer to watch.
+
+Not a pytest module: ``test_cuda_engine.test_kernels_pass_memcheck`` runs it
+under ``compute-sanitizer --tool memcheck`` in a subprocess, so an
+out-of-bounds access anywhere in these launches fails that test.
+"""
+
+import cupy as cp
+import numpy as np
+
+import tropical_gemm as tg
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    for (m, k, n), dtype in [((130, 9, 257), "float32"), ((67, 45, 133), "int32"), ((3, 70, 300), "float64"),
+                             ((300, 70, 2), "int64"), ((2, 65, 129), "float32")]:
+        a = cp.asarray(rng.integers(-9, 9, size=(m, k)).astype(dtype))
+        b = cp.asarray(rng.integers(-9, 9, size=(k, n)).astype(dtype))
+        c, idx = tg.matmul(a, b, "max_plus", argmax=True)
+        tg.matmul(cp.asfortranarray(a), b[:, ::-1], "min_max")
+        if a.dtype.kind == "f":
+            for deterministic in (False, True):
+                tg.matmul_backward(cp.ones_like(c), a, b, idx, "max_mul", deterministic=deterministic)
+    batch_a = cp.asarray(rng.normal(size=(3, 1, 20, 30)).astype("f4"))
+    batch_b = cp.asarray(rng.normal(size=(2, 30, 25)).astype("f4"))
+    c, idx = tg.matmul(batch_a, batch_b, argmax=True)
+    tg.matmul_backward(cp.ones_like(c), batch_a, batch_b, idx, deterministic=True)
+    cp.cuda.Device().synchronize()
+
+
+if __name__ == "__main__":
+    main()
