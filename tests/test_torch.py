@@ -8,6 +8,8 @@ dtypes and devices, broadcasting of gradients, the op registrations that
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -89,6 +91,20 @@ def core_gradients(grad_c, a, b, semiring):
 
 
 BATCHED_SHAPES = [((3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 5)), ((3, 4), (2, 4, 1))]
+
+
+# ------------------------------------------------------------------- imports
+
+
+def test_torch_is_imported_only_by_tropical_gemm_torch_and_cupy_only_for_cuda():
+    script = (
+        "import sys, tropical_gemm as tg\n"
+        "assert 'torch' not in sys.modules\n"
+        "import torch\n"
+        "c = tg.torch.tropical_matmul(torch.zeros(2, 3), torch.zeros(3, 2))\n"
+        "assert 'cupy' not in sys.modules and c.shape == (2, 2)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
 
 
 # ------------------------------------------------------------------- forward
