@@ -163,8 +163,17 @@ def layer(size: int, device: str, seconds: Callable[[Callable[[], object]], floa
     return out
 
 
+def release_cached_memory() -> None:
+    """Hand torch's and cupy's cached blocks back to the driver, so free memory is really free."""
+    import cupy
+
+    torch.cuda.empty_cache()
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
 def largest_broadcast_cube() -> int:
     """The largest multiple of 256 whose broadcast forward+backward should fit in free memory."""
+    release_cached_memory()
     free, _ = torch.cuda.mem_get_info()
     size = int((0.85 * free / BROADCAST_PEAK_BYTES) ** (1 / 3)) // 256 * 256
     return max(size, 256)
@@ -179,10 +188,10 @@ def broadcast_vs_ours() -> dict[str, float]:
             idiom = gpu_seconds(lambda: broadcast_forward_backward(*tensors), reps=1)
         except torch.cuda.OutOfMemoryError:
             del tensors
-            torch.cuda.empty_cache()
+            release_cached_memory()
             size -= 256
             continue
-        torch.cuda.empty_cache()
+        release_cached_memory()
         ours = gpu_seconds(torch_calls(*tensors)["forward_backward"])
         return {"size": size, "broadcast_forward_backward_s": idiom, "torch_forward_backward_s": ours,
                 "speedup": idiom / ours}
