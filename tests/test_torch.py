@@ -185,6 +185,13 @@ def test_shape_errors_and_unknown_semirings_name_the_problem():
         tgt.tropical_matmul(torch.zeros(2, 3), torch.zeros(3, 2), "max_sum")
 
 
+def test_raw_ops_check_the_semiring_in_eager_and_fake_kernels():
+    a = torch.zeros(2, 3)
+    for device in ("cpu", "meta"):
+        with pytest.raises(ValueError, match="unknown semiring 'maxplus2'"):
+            OPS.matmul(a.to(device), a.T.to(device), "maxplus2")
+
+
 def test_non_tensors_are_pointed_to_the_core_api():
     with pytest.raises(TypeError, match="tropical_gemm.matmul"):
         tgt.tropical_matmul(np.zeros((2, 3)), torch.zeros(3, 2))

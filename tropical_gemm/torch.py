@@ -15,8 +15,8 @@ Tensors never leave their device and are never copied: CPU tensors reach the
 numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as cupy
 views through DLPack, with kernels queued on PyTorch's current stream and
 every buffer (outputs, gradients, engine scratch) taken from PyTorch's caching
-allocator, so nothing synchronises and no second memory pool grows beside
-PyTorch's.  cupy is imported the first time a CUDA tensor is seen.
+allocator, so this glue adds no synchronisation and no second memory pool
+grows beside PyTorch's.  cupy is imported the first time a CUDA tensor is seen.
 """
 
 from __future__ import annotations
@@ -49,12 +49,13 @@ _TORCH_INDEX_DTYPES = {"int32": torch.int32, "int64": torch.int64}
 # ---------------------------------------------------------------- validation
 
 
-def _check_operands(a: Tensor, b: Tensor) -> None:
+def _check_operands(a: Tensor, b: Tensor, semiring: str) -> None:
     """Reject what the engines cannot take, naming it in torch's terms.
 
-    Runs in the real and in the fake kernels, so eager calls and
-    ``torch.compile`` tracing fail the same way.
+    Runs in the real and in the fake kernels, so an eager call and
+    ``torch.compile`` tracing refuse the same inputs with the same message.
     """
+    get_semiring(semiring)
     for label, t in (("a", a), ("b", b)):
         if t.dtype not in _SUPPORTED:
             raise TypeError(
@@ -157,9 +158,9 @@ def _engine(device: torch.device) -> Iterator[_Bridge]:
 # ---------------------------------------------------------------- operators
 
 
-def _empty_outputs(a: Tensor, b: Tensor, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
+def _empty_outputs(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
     """Checked operands' (values, argmax) buffers; shared by the real and fake kernels."""
-    _check_operands(a, b)
+    _check_operands(a, b, semiring)
     shape = product_shape(tuple(a.shape), tuple(b.shape))
     values = a.new_empty(shape.out_shape)
     return values, a.new_empty(shape.out_shape, dtype=_argmax_dtype(shape.k)) if with_argmax else None
@@ -167,7 +168,7 @@ def _empty_outputs(a: Tensor, b: Tensor, with_argmax: bool) -> tuple[Tensor, Ten
 
 def _forward(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
     """Run the core product into tensors allocated by torch (so they live in its allocator)."""
-    values, argmax = _empty_outputs(a, b, with_argmax)
+    values, argmax = _empty_outputs(a, b, semiring, with_argmax)
     with _engine(a.device) as bridge:
         out = bridge.to_engine(values) if argmax is None else (bridge.to_engine(values), bridge.to_engine(argmax))
         api.matmul(bridge.to_engine(a), bridge.to_engine(b), semiring, argmax=with_argmax, out=out)
@@ -182,7 +183,7 @@ def _matmul_op(a: Tensor, b: Tensor, semiring: str) -> Tensor:
 
 @_matmul_op.register_fake
 def _(a: Tensor, b: Tensor, semiring: str) -> Tensor:
-    return _empty_outputs(a, b, with_argmax=False)[0]
+    return _empty_outputs(a, b, semiring, with_argmax=False)[0]
 
 
 @torch.library.custom_op("tropical_gemm::matmul_with_argmax", mutates_args=())
@@ -192,7 +193,7 @@ def _matmul_with_argmax_op(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor,
 
 @_matmul_with_argmax_op.register_fake
 def _(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
-    return _empty_outputs(a, b, with_argmax=True)
+    return _empty_outputs(a, b, semiring, with_argmax=True)
 
 
 @torch.library.custom_op("tropical_gemm::matmul_backward", mutates_args=())
@@ -201,7 +202,7 @@ def _matmul_backward_op(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, se
 
     The flag is read when the kernel runs, as torch's own kernels read it.
     """
-    _check_operands(a, b)
+    _check_operands(a, b, semiring)
     with _engine(a.device) as bridge:
         grad_a, grad_b = api.matmul_backward(
             *(bridge.to_engine(t) for t in (grad_c, a, b, argmax)),
@@ -213,7 +214,7 @@ def _matmul_backward_op(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, se
 
 @_matmul_backward_op.register_fake
 def _(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
-    _check_operands(a, b)
+    _check_operands(a, b, semiring)
     return a.new_empty(a.shape), b.new_empty(b.shape)
 
 
