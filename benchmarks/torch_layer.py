@@ -107,8 +107,9 @@ def torch_calls(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> dict[str, 
     def forward_backward():
         torch.autograd.grad(tropical_matmul(a, b), (a, b), g)
 
+    constant_a, constant_b = a.detach(), b.detach()  # no grad wanted: the argmax-free path
     return {
-        "forward": lambda: tropical_matmul(a.detach(), b.detach()),
+        "forward": lambda: tropical_matmul(constant_a, constant_b),
         "forward_argmax": lambda: tropical_matmul_with_argmax(a, b),
         "forward_backward": forward_backward,
     }
