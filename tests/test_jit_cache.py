@@ -293,7 +293,7 @@ def test_a_lock_held_by_a_stuck_process_does_not_hang_callers(cache_root, caplog
         elapsed = time.monotonic() - started
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()
     assert outcome.compiled and outcome.binary == b"\x7fELF fake cubin"
     assert 0.4 < elapsed < 10
     assert any("still held" in r.getMessage() for r in caplog.records)
@@ -305,7 +305,7 @@ def test_a_lock_left_by_a_killed_process_is_free(cache_root):
     cache = DiskCache(cache_root, lock_timeout=5)
     holder = _hold_lock(cache.target_dir("sm_90") / f"{request.stem}.lock", 60)
     holder.send_signal(signal.SIGKILL)
-    holder.wait()
+    holder.communicate()
     started = time.monotonic()
     outcome = cache.get_or_build(request, lambda: fake_compiled(request))
     assert outcome.stored and time.monotonic() - started < 2

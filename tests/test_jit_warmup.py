@@ -166,3 +166,14 @@ def test_a_file_that_is_not_a_bundle_is_a_clear_error(tmp_path):
     junk.write_bytes(b"definitely not a tarball")
     with pytest.raises(BundleError, match="not a readable bundle"):
         import_bundle(DiskCache(tmp_path / "node"), junk)
+
+
+def test_module_level_compile_spec_cache_dir_and_prune(cache_root):
+    from tropical_gemm.jit import cache_dir, compile_spec, prune
+
+    spec = make_spec("backward_b", "max_plus", "float32")
+    first, second = compile_spec(spec, "sm_90"), compile_spec(spec, (9, 0))
+    assert first.compiled and first.stored and first.path.parent == cache_root / "v1" / "sm_90"
+    assert not second.compiled and second.binary == first.binary
+    assert cache_dir() == cache_root
+    assert prune(0).removed == 1 and cache_files(cache_root, ".cubin") == []
