@@ -403,7 +403,7 @@ class DiskCache:
         return None
 
     def _report_corrupt(self, path: Path, problem: str) -> None:
-        log.warning("corrupt cache entry %s: %s; it will be recompiled and replaced", path, problem)
+        log.warning("corrupt cache entry %s: %s; not loading it", path, problem)
 
     # ---- building ------------------------------------------------------------------------------
 
