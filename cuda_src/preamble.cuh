@@ -550,7 +550,9 @@ __device__ void backward_atomic(const T* __restrict__ G, const T* __restrict__ A
   const i64 total = per_batch * p.batches;
   for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
     const int k = IDX[e];
-    if (k < 0) continue;
+    // -1 means no winner; indices past K are skipped because the API cannot
+    // range-check device arrays without stalling the stream.
+    if (k < 0 || k >= p.K) continue;
     const i64 batch = e / per_batch, i = (e % per_batch) / p.N, j = e % p.N;
     i64 a_off, b_off, ga_off, gb_off;
     p.bt.offsets(batch, a_off, b_off);
@@ -585,7 +587,7 @@ __device__ void backward_ordered(const T* __restrict__ G, const T* __restrict__ 
         const i64 i = TO_A ? line : o, j = TO_A ? o : line;
         const i64 e = batch * per_batch + i * p.N + j;
         const int k = IDX[e];
-        if (k < 0) continue;
+        if (k < 0 || k >= p.K) continue;
         const T a = A[a_off + i * p.a_sm + k * p.a_sk];
         const T b = B[b_off + k * p.b_sk + j * p.b_sn];
         T c;
