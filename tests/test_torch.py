@@ -46,24 +46,40 @@ def _has_margin(a: np.ndarray, b: np.ndarray, semiring: str) -> bool:
         if np.abs(a[..., :, :, None] - b[..., None, :, :]).min() < MARGIN:
             return False
     cand = np.sort(_candidates(a, b, semiring), axis=-2)
+    if cand.shape[-2] < 2:
+        return True
     gaps = cand[..., -1, :] - cand[..., -2, :], cand[..., 1, :] - cand[..., 0, :]
-    return cand.shape[-2] < 2 or min(g.min() for g in gaps) >= MARGIN
+    return min(g.min() for g in gaps) >= MARGIN
+
+
+#: Most candidates (batch * M * K * N) that tie_free is asked for.  Every
+#: candidate must clear MARGIN, so the chance that a draw succeeds falls
+#: exponentially with their number: at 1000 about a third of the draws of the
+#: worst semiring (max_min) succeed, at 100 000 practically none.
+TIE_FREE_MAX_CANDIDATES = 1000
 
 
 def tie_free(a_shape, b_shape, semiring, *, seed=0, dtype=torch.float64, device="cpu", requires_grad=True):
-    """Random float operands with no ties within MARGIN (so they are differentiable).
+    """Small random float operands with no ties within MARGIN (so they are differentiable).
 
-    max_mul draws positive numbers: its zero is 0, and negative products never win.
+    The margin is checked on the values as rounded to ``dtype``.  max_mul
+    draws positive numbers: its zero is 0, and negative products never win.
+    Tests that do not differentiate through ties (timing, memory, streams)
+    want :func:`random_operands`, which has no size limit.
     """
+    batch = np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+    count = int(np.prod(batch)) * a_shape[-2] * a_shape[-1] * b_shape[-1]
+    if count > TIE_FREE_MAX_CANDIDATES:
+        raise ValueError(
+            f"tie_free({a_shape}, {b_shape}) asks for {count} candidates clear of each other by {MARGIN}, "
+            f"more than {TIE_FREE_MAX_CANDIDATES} that random draws can meet; use random_operands"
+        )
     rng = np.random.default_rng(seed)
     low = 0.5 if tg.get_semiring(semiring).mul == "times" else -2.0
     for _ in range(200):
-        a = rng.uniform(low, 2.0, size=a_shape)
-        b = rng.uniform(low, 2.0, size=b_shape)
-        if _has_margin(a, b, semiring):
-            return tuple(
-                torch.tensor(x, dtype=dtype, device=device).requires_grad_(requires_grad) for x in (a, b)
-            )
+        a, b = (torch.tensor(rng.uniform(low, 2.0, size=shape), dtype=dtype) for shape in (a_shape, b_shape))
+        if _has_margin(a.double().numpy(), b.double().numpy(), semiring):
+            return tuple(x.to(device).requires_grad_(requires_grad) for x in (a, b))
     raise AssertionError(f"no tie-free operands of shapes {a_shape}, {b_shape} for {semiring}")
 
 
@@ -470,7 +486,7 @@ def test_cuda_gradients_close_to_cpu_by_default(cuda, semiring):
     a, b = random_operands((4, 96, 200), (200, 64), torch.float32)
     grads = []
     for device in ("cpu", cuda):
-        x, y = (t.to(device).requires_grad_() for t in (a, b))
+        x, y = (t.detach().to(device).requires_grad_() for t in (a, b))  # leaves on every device
         tgt.tropical_matmul(x, y, semiring).sum().backward()  # an expanded (stride-0) grad_c
         grads.append((x.grad.cpu(), y.grad.cpu()))
     for got, want in zip(grads[1], grads[0]):
@@ -493,7 +509,7 @@ def test_cuda_and_cpu_operands_are_a_value_error(cuda):
 
 @pytest.mark.gpu
 def test_cuda_results_come_from_torchs_allocator_without_syncs(cuda):
-    a, b = tie_free((256, 128), (128, 192), "max_plus", dtype=torch.float32, device=cuda)
+    a, b = (x.requires_grad_() for x in random_operands((256, 128), (128, 192), torch.float32, device=cuda))
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated(cuda)
     torch.cuda.set_sync_debug_mode("error")  # any torch-side synchronisation raises
@@ -510,7 +526,7 @@ def test_cuda_results_come_from_torchs_allocator_without_syncs(cuda):
 @pytest.mark.gpu
 def test_cuda_calls_return_while_queued_work_still_runs(cuda):
     """No host synchronisation: a call returns long before earlier GPU work has finished."""
-    a, b = tie_free((64, 96), (96, 80), "max_plus", dtype=torch.float32, device=cuda)
+    a, b = (x.requires_grad_() for x in random_operands((64, 96), (96, 80), torch.float32, device=cuda))
     grad_c = torch.ones(64, 80, device=cuda)
     tgt.tropical_matmul(a, b).backward(grad_c)  # compile kernels up front
     x = torch.randn(4096, 4096, device=cuda)
