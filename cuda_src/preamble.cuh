@@ -50,6 +50,16 @@ __device__ __forceinline__ double op_max(double a, double b) { return fmax(a, b)
 __device__ __forceinline__ int op_max(int a, int b) { return max(a, b); }
 __device__ __forceinline__ long long op_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ float op_min(float a, float b) { return fminf(a, b); }
+// ⊕ into an accumulator, which is never NaN: for doubles a compare-select is
+// exact (a NaN candidate loses the comparison) and issues faster than fmax.
+__device__ __forceinline__ float acc_max(float acc, float c) { return fmaxf(acc, c); }
+__device__ __forceinline__ double acc_max(double acc, double c) { return c > acc ? c : acc; }
+__device__ __forceinline__ int acc_max(int acc, int c) { return max(acc, c); }
+__device__ __forceinline__ long long acc_max(long long acc, long long c) { return c > acc ? c : acc; }
+__device__ __forceinline__ float acc_min(float acc, float c) { return fminf(acc, c); }
+__device__ __forceinline__ double acc_min(double acc, double c) { return c < acc ? c : acc; }
+__device__ __forceinline__ int acc_min(int acc, int c) { return min(acc, c); }
+__device__ __forceinline__ long long acc_min(long long acc, long long c) { return c < acc ? c : acc; }
 __device__ __forceinline__ double op_min(double a, double b) { return fmin(a, b); }
 __device__ __forceinline__ int op_min(int a, int b) { return min(a, b); }
 __device__ __forceinline__ long long op_min(long long a, long long b) { return a < b ? a : b; }
@@ -95,7 +105,7 @@ template <class T> __device__ __forceinline__ bool tame_for_times(T x) {
 struct MaxPlus {
   static constexpr bool kArithmetic = true;
   template <class T> __device__ static T zero() { return Limits<T>::bottom(); }
-  template <class T> __device__ static T add(T acc, T c) { return op_max(acc, c); }
+  template <class T> __device__ static T add(T acc, T c) { return acc_max(acc, c); }
   template <class T> __device__ static bool better(T c, T best) { return c > best; }
   template <class T> __device__ static T mul_fast(T a, T b) { return a + b; }
   template <class T> __device__ static T mul_exact(T a, T b) {
@@ -112,7 +122,7 @@ struct MaxPlus {
 struct MinPlus {
   static constexpr bool kArithmetic = true;
   template <class T> __device__ static T zero() { return Limits<T>::top(); }
-  template <class T> __device__ static T add(T acc, T c) { return op_min(acc, c); }
+  template <class T> __device__ static T add(T acc, T c) { return acc_min(acc, c); }
   template <class T> __device__ static bool better(T c, T best) { return c < best; }
   template <class T> __device__ static T mul_fast(T a, T b) { return a + b; }
   template <class T> __device__ static T mul_exact(T a, T b) {
@@ -129,7 +139,7 @@ struct MinPlus {
 struct MaxMul {
   static constexpr bool kArithmetic = true;
   template <class T> __device__ static T zero() { return T(0); }
-  template <class T> __device__ static T add(T acc, T c) { return op_max(acc, c); }
+  template <class T> __device__ static T add(T acc, T c) { return acc_max(acc, c); }
   template <class T> __device__ static bool better(T c, T best) { return c > best; }
   template <class T> __device__ static T mul_fast(T a, T b) { return a * b; }
   template <class T> __device__ static T mul_exact(T a, T b) {
@@ -143,7 +153,7 @@ struct MaxMul {
 struct MaxMin {
   static constexpr bool kArithmetic = false;
   template <class T> __device__ static T zero() { return Limits<T>::bottom(); }
-  template <class T> __device__ static T add(T acc, T c) { return op_max(acc, c); }
+  template <class T> __device__ static T add(T acc, T c) { return acc_max(acc, c); }
   template <class T> __device__ static bool better(T c, T best) { return c > best; }
   template <class T> __device__ static T mul_fast(T a, T b) { return op_min(a, b); }
   template <class T> __device__ static T mul_exact(T a, T b) { return op_min(a, b); }
@@ -156,7 +166,7 @@ struct MaxMin {
 struct MinMax {
   static constexpr bool kArithmetic = false;
   template <class T> __device__ static T zero() { return Limits<T>::top(); }
-  template <class T> __device__ static T add(T acc, T c) { return op_min(acc, c); }
+  template <class T> __device__ static T add(T acc, T c) { return acc_min(acc, c); }
   template <class T> __device__ static bool better(T c, T best) { return c < best; }
   template <class T> __device__ static T mul_fast(T a, T b) { return op_max(a, b); }
   template <class T> __device__ static T mul_exact(T a, T b) { return op_max(a, b); }
@@ -207,65 +217,67 @@ template <class T> struct alignas(16) Vec16 { T v[16 / sizeof(T)]; };
 // BK step; the next tile's global loads are issued before the current tile is
 // consumed.
 
+// Stages one operand's BK-deep slice of a tile from global memory into
+// registers (issued early, to overlap the current step's arithmetic) and
+// then into shared memory as [k][line], where a line is a row of A or a
+// column of B.  K_FAST: consecutive threads walk k, which is coalesced when k
+// is the operand's contiguous axis.  All 64-bit address arithmetic happens
+// once per output tile; each k-slice only bumps one pointer.
+template <class SR, class T, bool K_FAST, int LINES, int BK, int THREADS, int STRIDE>
+struct TileLoader {
+  static constexpr int PER = LINES * BK / THREADS;
+  static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
+  const T* base;
+  i64 step;      // from one of this thread's elements to the next
+  i64 advance;   // from one k-slice to the next
+  int kk0, line0;
+  unsigned line_ok;  // bit r: element r's line is inside the matrix
+
+  __device__ static constexpr int kk_step() { return K_FAST ? 0 : THREADS / LINES; }
+  __device__ static constexpr int line_step() { return K_FAST ? THREADS / BK : 0; }
+
+  __device__ void init(const T* p, i64 line_begin, i64 lines, i64 line_stride, i64 k_stride) {
+    kk0 = K_FAST ? threadIdx.x % BK : threadIdx.x / LINES;
+    line0 = K_FAST ? threadIdx.x / BK : threadIdx.x % LINES;
+    base = p + (line_begin + line0) * line_stride + kk0 * k_stride;
+    step = K_FAST ? (i64)line_step() * line_stride : (i64)kk_step() * k_stride;
+    advance = (i64)BK * k_stride;
+    line_ok = 0;
+#pragma unroll
+    for (int r = 0; r < PER; ++r) line_ok |= (unsigned)(line_begin + line0 + r * line_step() < lines) << r;
+  }
+  // K_LEFT: how many k remain from this slice on (only checked on the last slice).
+  template <bool CHECK_K>
+  __device__ void load(T (&regs)[PER], bool& tame, i64 k_left) {
+#pragma unroll
+    for (int r = 0; r < PER; ++r) {
+      const bool ok = ((line_ok >> r) & 1) && (!CHECK_K || kk0 + r * kk_step() < k_left);
+      const T x = ok ? base[r * step] : T(0);
+      regs[r] = x;
+      if constexpr (EXACT) tame &= SR::tame(x);
+    }
+    base += advance;
+  }
+  __device__ void store(T (*tile)[STRIDE], const T (&regs)[PER]) const {
+#pragma unroll
+    for (int r = 0; r < PER; ++r) tile[kk0 + r * kk_step()][line0 + r * line_step()] = regs[r];
+  }
+};
+
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN>
 struct SquareKernel {
   static constexpr int V = 16 / sizeof(T);
   static constexpr int THREADS = (BM / TM) * (BN / TN);
   static constexpr int CM = TM / V;  // 16-byte chunks per thread along M
   static constexpr int CN = TN / V;
-  static constexpr int A_PER_THREAD = BM * BK / THREADS;
-  static constexpr int B_PER_THREAD = BN * BK / THREADS;
+  using LoadA = TileLoader<SR, T, A_ROW, BM, BK, THREADS, BM + V>;
+  using LoadB = TileLoader<SR, T, !B_ROW, BN, BK, THREADS, BN + V>;
   static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
 
   struct Smem {
     T a[2][BK][BM + V];
     T b[2][BK][BN + V];
   };
-
-  __device__ static void load_a(const T* A, i64 M, i64 K, i64 a_sm, i64 a_sk, i64 m0, i64 k0,
-                                T (&regs)[A_PER_THREAD], bool& tame) {
-#pragma unroll
-    for (int r = 0; r < A_PER_THREAD; ++r) {
-      int e = threadIdx.x + r * THREADS;
-      int mm = A_ROW ? e / BK : e % BM;
-      int kk = A_ROW ? e % BK : e / BM;
-      i64 m = m0 + mm, k = k0 + kk;
-      T x = (m < M && k < K) ? A[m * a_sm + k * a_sk] : T(0);
-      regs[r] = x;
-      if constexpr (EXACT) tame &= SR::tame(x);
-    }
-  }
-  __device__ static void store_a(Smem& s, int buf, const T (&regs)[A_PER_THREAD]) {
-#pragma unroll
-    for (int r = 0; r < A_PER_THREAD; ++r) {
-      int e = threadIdx.x + r * THREADS;
-      int mm = A_ROW ? e / BK : e % BM;
-      int kk = A_ROW ? e % BK : e / BM;
-      s.a[buf][kk][mm] = regs[r];
-    }
-  }
-  __device__ static void load_b(const T* B, i64 N, i64 K, i64 b_sk, i64 b_sn, i64 n0, i64 k0,
-                                T (&regs)[B_PER_THREAD], bool& tame) {
-#pragma unroll
-    for (int r = 0; r < B_PER_THREAD; ++r) {
-      int e = threadIdx.x + r * THREADS;
-      int nn = B_ROW ? e % BN : e / BK;
-      int kk = B_ROW ? e / BN : e % BK;
-      i64 n = n0 + nn, k = k0 + kk;
-      T x = (n < N && k < K) ? B[k * b_sk + n * b_sn] : T(0);
-      regs[r] = x;
-      if constexpr (EXACT) tame &= SR::tame(x);
-    }
-  }
-  __device__ static void store_b(Smem& s, int buf, const T (&regs)[B_PER_THREAD]) {
-#pragma unroll
-    for (int r = 0; r < B_PER_THREAD; ++r) {
-      int e = threadIdx.x + r * THREADS;
-      int nn = B_ROW ? e % BN : e / BK;
-      int kk = B_ROW ? e / BN : e % BK;
-      s.b[buf][kk][nn] = regs[r];
-    }
-  }
 
   // One k step on every owned output.  WIDE picks the exact integer ⊗.
   template <bool WIDE>
@@ -337,14 +349,18 @@ struct SquareKernel {
 #pragma unroll
         for (int j = 0; j < TN; ++j) { acc[i][j] = SR::template zero<T>(); idx[i][j] = -1; }
 
-      T ra[A_PER_THREAD], rb[B_PER_THREAD];
+      LoadA la;
+      LoadB lb;
+      la.init(Ab, m0, M, a_sm, a_sk);
+      lb.init(Bb, n0, N, b_sn, b_sk);
+      T ra[LoadA::PER], rb[LoadB::PER];
       bool tame = true;
       bool wild = false;
       if (k_tiles > 0) {
-        load_a(Ab, M, K, a_sm, a_sk, m0, 0, ra, tame);
-        load_b(Bb, N, K, b_sk, b_sn, n0, 0, rb, tame);
-        store_a(s, 0, ra);
-        store_b(s, 0, rb);
+        if (k_tiles > 1) { la.template load<false>(ra, tame, K); lb.template load<false>(rb, tame, K); }
+        else { la.template load<true>(ra, tame, K); lb.template load<true>(rb, tame, K); }
+        la.store(s.a[0], ra);
+        lb.store(s.b[0], rb);
         if constexpr (EXACT) wild = __syncthreads_or(!tame); else __syncthreads();
       }
       for (i64 kt = 0; kt < k_tiles; ++kt) {
@@ -352,8 +368,9 @@ struct SquareKernel {
         const bool more = kt + 1 < k_tiles;
         bool next_tame = true;
         if (more) {
-          load_a(Ab, M, K, a_sm, a_sk, m0, (kt + 1) * BK, ra, next_tame);
-          load_b(Bb, N, K, b_sk, b_sn, n0, (kt + 1) * BK, rb, next_tame);
+          const i64 k_left = K - (kt + 1) * BK;
+          if (k_left >= BK) { la.template load<false>(ra, next_tame, k_left); lb.template load<false>(rb, next_tame, k_left); }
+          else { la.template load<true>(ra, next_tame, k_left); lb.template load<true>(rb, next_tame, k_left); }
         }
         const int steps = more ? BK : (int)(K - kt * BK);
         if constexpr (EXACT) {
@@ -363,8 +380,8 @@ struct SquareKernel {
           consume<false>(s, buf, steps, ty, tx, kt * BK, acc, idx);
         }
         if (more) {
-          store_a(s, buf ^ 1, ra);
-          store_b(s, buf ^ 1, rb);
+          la.store(s.a[buf ^ 1], ra);
+          lb.store(s.b[buf ^ 1], rb);
           if constexpr (EXACT) wild = __syncthreads_or(!next_tame); else __syncthreads();
         }
       }

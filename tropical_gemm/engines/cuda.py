@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..jit import get_function, make_spec
-from ..jit.source import BACKWARD_THREADS, TILE_SHAPES
+from ..jit.source import BACKWARD_THREADS, tile_shape
 from ..semirings import Semiring
 
 NAME = "cuda"
@@ -215,7 +215,7 @@ def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch:
         "forward_argmax" if idx is not None else "forward", semiring.name, c.dtype.name,
         a_layout=_layout(a_sm, a_sk), b_layout=_layout(b_sk, b_sn), tile=tile,
     )
-    shape = TILE_SHAPES[(tile, spec.dtype)]
+    shape = tile_shape(spec)
     launch = Launch(m, n, k, dims, (sa, sb))
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * launch.batches
     args = [a, b, c, idx if idx is not None else np.uintp(0)] + [

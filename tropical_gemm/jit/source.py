@@ -15,6 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from string import Template
 
+from ..dtypes import SUPPORTED_DTYPES
 from .spec import FORWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
@@ -26,11 +27,12 @@ _SEMIRING_TYPES = {
 
 @dataclass(frozen=True)
 class TileShape:
-    """Block tile (BM×BN×BK) and per-thread tile (TM×TN) of the forward kernels.
+    """Block tile (BM×BN×BK), per-thread tile (TM×TN) and residency of a forward kernel.
 
     ``threads`` is derived: one thread per TM×TN sub-tile of the block tile.
-    For the skinny family, BN is the columns per block and TM the rows each
-    thread keeps (BK is the K chunk staged in shared memory).
+    ``min_blocks`` asks the compiler to fit that many blocks per SM (it caps
+    registers accordingly).  For the skinny family, BN is the columns per
+    block, TM the rows each thread keeps, BK the K chunk staged in shared memory.
     """
 
     bm: int
@@ -38,23 +40,27 @@ class TileShape:
     bk: int
     tm: int
     tn: int
+    min_blocks: int = 1
 
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
 
-#: Tile shapes per (family, dtype).  8-byte dtypes get half-width thread tiles so
-#: that accumulators and operand fragments fit the register file.
-TILE_SHAPES: dict[tuple[str, str], TileShape] = {
-    ("square", "float32"): TileShape(128, 128, 8, 8, 8),
-    ("square", "int32"): TileShape(128, 128, 8, 8, 8),
-    ("square", "float64"): TileShape(64, 64, 8, 4, 4),
-    ("square", "int64"): TileShape(64, 64, 8, 4, 4),
-    ("skinny", "float32"): TileShape(8, 256, 32, 8, 1),
-    ("skinny", "int32"): TileShape(8, 256, 32, 8, 1),
-    ("skinny", "float64"): TileShape(8, 256, 32, 8, 1),
-    ("skinny", "int64"): TileShape(8, 256, 32, 8, 1),
+_SQUARE_4_BYTE = TileShape(128, 128, 8, 8, 8, min_blocks=2)
+_SQUARE_8_BYTE = TileShape(64, 64, 8, 4, 4, min_blocks=2)
+# The argmax variant keeps an index per output too, so it gets the register
+# file to itself rather than sharing the SM with a second block.
+_ARGMAX_4_BYTE = TileShape(128, 128, 8, 8, 8, min_blocks=1)
+_SKINNY = TileShape(8, 256, 32, 8, 1, min_blocks=1)
+
+#: Tile shapes per (family, dtype, op), measured on an H100 by benchmarks/tune_tiles.py.
+TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
+    **{("square", d, "forward"): _SQUARE_4_BYTE for d in ("float32", "int32")},
+    **{("square", d, "forward"): _SQUARE_8_BYTE for d in ("float64", "int64")},
+    **{("square", d, "forward_argmax"): _ARGMAX_4_BYTE for d in ("float32", "int32")},
+    **{("square", d, "forward_argmax"): _SQUARE_8_BYTE for d in ("float64", "int64")},
+    **{("skinny", d, op): _SKINNY for d in SUPPORTED_DTYPES for op in FORWARD_OPS},
 }
 
 #: Threads per block of the backward (scatter) kernels.
@@ -62,7 +68,7 @@ BACKWARD_THREADS = 256
 
 
 def tile_shape(spec: KernelSpec) -> TileShape:
-    return TILE_SHAPES[(spec.tile, spec.dtype)]
+    return TILE_SHAPES[(spec.tile, spec.dtype, spec.op)]
 
 
 @lru_cache(maxsize=None)
@@ -89,9 +95,7 @@ def fragment(spec: KernelSpec) -> str:
             a_row="true" if spec.a_layout == "row" else "false",
             b_row="true" if spec.b_layout == "row" else "false",
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
-            # Two resident blocks per SM hide the barrier latency of the plain product;
-            # the argmax variant keeps index registers too and would spill under that cap.
-            min_blocks=1 if spec.op == "forward_argmax" else 2,
+            min_blocks=shape.min_blocks,
         )
         template = read_cuda_file(f"forward_{spec.tile}.cu")
     else:

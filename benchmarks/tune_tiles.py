@@ -1,0 +1,69 @@
+"""Try tile shapes for the square forward kernels and time each on this GPU.
+
+Each candidate runs in a fresh process that swaps one entry of
+``tropical_gemm.jit.source.TILE_SHAPES`` before its first kernel is built
+(the shape is part of the source, hence of the cache key, so candidates never
+share a cache entry).  The winners go into ``TILE_SHAPES`` by hand, with this
+script's JSON as the record.
+
+    python benchmarks/tune_tiles.py [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+#: (dtype, op, semiring, size, candidate shapes as bm, bn, bk, tm, tn, min_blocks)
+CANDIDATES = [
+    ("float32", "forward", "max_plus", 4096, [(128, 128, 8, 8, 8, 2), (128, 128, 16, 8, 8, 2), (128, 128, 8, 8, 8, 1),
+                                             (128, 256, 8, 8, 16, 1), (256, 128, 8, 16, 8, 1), (64, 128, 8, 8, 8, 3)]),
+    ("float32", "forward", "max_min", 4096, [(128, 128, 8, 8, 8, 2), (128, 256, 8, 8, 16, 1)]),
+    ("int32", "forward", "max_plus", 4096, [(128, 128, 8, 8, 8, 2), (128, 128, 8, 8, 8, 1), (128, 256, 8, 8, 16, 1)]),
+    ("float64", "forward", "max_plus", 2048, [(64, 64, 8, 4, 4, 2), (128, 64, 8, 8, 4, 1), (64, 64, 16, 4, 4, 2),
+                                              (128, 128, 8, 8, 8, 1)]),
+    ("int64", "forward", "max_plus", 2048, [(64, 64, 8, 4, 4, 2), (128, 64, 8, 8, 4, 1)]),
+    ("float32", "forward_argmax", "max_plus", 4096, [(128, 128, 8, 8, 8, 1), (128, 64, 8, 8, 4, 2), (64, 64, 8, 4, 4, 2)]),
+]
+
+CHILD = r"""
+import json, sys
+import numpy as np
+cfg = json.loads(sys.argv[1])
+import tropical_gemm.jit.source as source
+source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
+sys.path.insert(0, "benchmarks")
+from throughput import bench_product
+s = cfg["size"]
+seconds = bench_product(s, s, s, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax")
+print(json.dumps({"seconds": seconds, "tops": 2 * s**3 / seconds / 1e12}))
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+    rows = []
+    for dtype, op, semiring, size, shapes in CANDIDATES:
+        for shape in shapes:
+            cfg = {"dtype": dtype, "op": op, "semiring": semiring, "size": size, "shape": shape}
+            done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
+                                  env={**__import__("os").environ, "TROPICAL_GEMM_DISABLE_DISK_CACHE": "1"})
+            result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
+                "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+            rows.append({**cfg, **result})
+            print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(shape):28} "
+                  + (f"{result['tops']:6.2f} T ops/s" if "tops" in result else result["error"]), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    (args.out / f"tune-tiles-{date[:10]}.json").write_text(json.dumps({"date": date, "results": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
