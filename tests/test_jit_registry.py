@@ -257,6 +257,7 @@ def test_a_loaded_kernel_launches_correctly_from_cold_and_warm_cache(cache_root)
 
 
 FIRST_PRODUCT = """
+import json
 import numpy as np, cupy, tropical_gemm as tg
 rng = np.random.default_rng(0)
 a = rng.standard_normal((256, 256), dtype=np.float32)
