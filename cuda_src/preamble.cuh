@@ -279,10 +279,13 @@ struct SquareKernel {
     T b[2][BK][BN + V];
   };
 
+  // Row (col) within the block tile of this thread's i-th (j-th) output.
+  __device__ static int row_of(int i, int ty) { return (i / V) * (BM / CM) + ty * V + (i % V); }
+  __device__ static int col_of(int j, int tx) { return (j / V) * (BN / CN) + tx * V + (j % V); }
+
   // One k step on every owned output.  WIDE picks the exact integer ⊗.
   template <bool WIDE>
-  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, int k,
-                              T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, T (&acc)[TM][TN]) {
     T a[TM], b[TN];
 #pragma unroll
     for (int c = 0; c < CM; ++c) {
@@ -300,26 +303,54 @@ struct SquareKernel {
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
-        if constexpr (ARGMAX) {
-          T cand = WIDE ? SR::template mul_exact<T>(a[i], b[j]) : SR::template mul_fast<T>(a[i], b[j]);
-          if (SR::template better<T>(cand, acc[i][j])) { acc[i][j] = cand; idx[i][j] = k; }
-        } else if constexpr (WIDE) {
-          acc[i][j] = SR::template add<T>(acc[i][j], SR::template mul_exact<T>(a[i], b[j]));
-        } else {
-          acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
-        }
+        if constexpr (WIDE) acc[i][j] = SR::template add<T>(acc[i][j], SR::template mul_exact<T>(a[i], b[j]));
+        else acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
       }
     }
   }
 
   template <bool WIDE>
-  __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 k0,
-                                 T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+  __device__ static void consume_values(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
     if (steps == BK) {
 #pragma unroll
-      for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, (int)k0 + kk, acc, idx);
+      for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
     } else {
-      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, (int)k0 + kk, acc, idx);
+      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+    }
+  }
+
+  // The argmax is found lazily: the slice is reduced exactly as in the plain
+  // product, and only the outputs whose value strictly improved search the
+  // slice again for the first k whose candidate equals the new value.  Ties
+  // keep the earlier k, so this equals the sequential strict-improvement rule
+  // (the CPU engine's), while costing one compare per output per slice
+  // instead of a compare and two selects per candidate.  The running maximum
+  // improves about ln(K) times per output on random data.
+  template <bool WIDE>
+  __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 k0,
+                                 T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+    if constexpr (!ARGMAX) {
+      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+    } else {
+      T before[TM][TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) before[i][j] = acc[i][j];
+      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          if (!SR::template better<T>(acc[i][j], before[i][j])) continue;
+          const int row = row_of(i, ty), col = col_of(j, tx);
+          for (int kk = 0; kk < steps; ++kk) {
+            const T x = s.a[buf][kk][row], y = s.b[buf][kk][col];
+            const T cand = WIDE ? SR::template mul_exact<T>(x, y) : SR::template mul_fast<T>(x, y);
+            if (cand == acc[i][j]) { idx[i][j] = (int)k0 + kk; break; }
+          }
+        }
+      }
     }
   }
 
@@ -393,11 +424,11 @@ struct SquareKernel {
       int* Ib = ARGMAX ? IDX + batch * M * N : nullptr;
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
-        const i64 m = m0 + (i / V) * (BM / CM) + ty * V + (i % V);
+        const i64 m = m0 + row_of(i, ty);
         if (m >= M) continue;
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          const i64 n = n0 + (j / V) * (BN / CN) + tx * V + (j % V);
+          const i64 n = n0 + col_of(j, tx);
           if (n >= N) continue;
           Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
           if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j];
@@ -421,10 +452,16 @@ struct SkinnyKernel {
   static constexpr int V = 16 / sizeof(T);
   static constexpr int THREADS = BN;
   static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
+  // Shared scratch, reused: the staged B slice (when B's columns run along k,
+  // so that its loads are coalesced across the block), then the staged C tile
+  // (when C's rows are its contiguous axis, i.e. the transposed problem).
+  static constexpr int SB_BYTES = B_ROW ? 0 : BK * (BN + 1) * (int)sizeof(T);
+  static constexpr int SC_BYTES = BN * (TM + 1) * ((int)sizeof(T) + (ARGMAX ? 4 : 0));
+  static constexpr int RAW_BYTES = SB_BYTES > SC_BYTES ? SB_BYTES : SC_BYTES;
 
   template <bool WIDE>
-  __device__ static void consume(const T (&sa)[BK][TM], const T (&bv)[BK], int steps, i64 k0,
-                                 T (&acc)[TM], int (&idx)[TM]) {
+  __device__ static void consume(const T (&sa)[BK][TM], const T (&bv)[BK], const T (*sb)[BN + 1], int steps,
+                                 i64 k0, T (&acc)[TM], int (&idx)[TM]) {
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       if (kk >= steps) break;
@@ -435,15 +472,17 @@ struct SkinnyKernel {
 #pragma unroll
         for (int x = 0; x < V; ++x) a[c * V + x] = v.v[x];
       }
+      T b;
+      if constexpr (B_ROW) b = bv[kk]; else b = sb[kk][threadIdx.x];
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         if constexpr (ARGMAX) {
-          T cand = WIDE ? SR::template mul_exact<T>(a[i], bv[kk]) : SR::template mul_fast<T>(a[i], bv[kk]);
+          T cand = WIDE ? SR::template mul_exact<T>(a[i], b) : SR::template mul_fast<T>(a[i], b);
           if (SR::template better<T>(cand, acc[i])) { acc[i] = cand; idx[i] = (int)(k0 + kk); }
         } else if constexpr (WIDE) {
-          acc[i] = SR::template add<T>(acc[i], SR::template mul_exact<T>(a[i], bv[kk]));
+          acc[i] = SR::template add<T>(acc[i], SR::template mul_exact<T>(a[i], b));
         } else {
-          acc[i] = SR::template mac<T>(acc[i], a[i], bv[kk]);
+          acc[i] = SR::template mac<T>(acc[i], a[i], b);
         }
       }
     }
@@ -453,13 +492,17 @@ struct SkinnyKernel {
                              int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk,
                              i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, i64 batches, const Batch& bt) {
     __shared__ __align__(16) T sa[BK][TM];
+    __shared__ __align__(16) unsigned char raw[RAW_BYTES];
+    T (*sb)[BN + 1] = reinterpret_cast<T (*)[BN + 1]>(raw);
     const i64 tiles_m = (M + TM - 1) / TM, tiles_n = (N + BN - 1) / BN;
     const i64 tiles = tiles_m * tiles_n * batches;
+    const bool stage_c = c_sm == 1;
     for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const i64 batch = tile / (tiles_m * tiles_n);
       const i64 in_batch = tile % (tiles_m * tiles_n);
       const i64 m0 = (in_batch / tiles_n) * TM;
-      const i64 n = (in_batch % tiles_n) * BN + threadIdx.x;
+      const i64 n0 = (in_batch % tiles_n) * BN;
+      const i64 n = n0 + threadIdx.x;
       i64 a_off, b_off;
       bt.offsets(batch, a_off, b_off);
       const T* Ab = A + a_off;
@@ -482,31 +525,59 @@ struct SkinnyKernel {
           sa[kk][mm] = x;
         }
         T bv[BK];
+        if constexpr (B_ROW) {
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-          const i64 k = k0 + kk;
-          T x = (n < N && kk < steps) ? Bb[k * b_sk + n * b_sn] : T(0);
-          if constexpr (EXACT) tame &= SR::tame(x);
-          bv[kk] = x;
+          for (int kk = 0; kk < BK; ++kk) {
+            T x = (n < N && kk < steps) ? Bb[(k0 + kk) * b_sk + n * b_sn] : T(0);
+            if constexpr (EXACT) tame &= SR::tame(x);
+            bv[kk] = x;
+          }
+        } else {
+          for (int e = threadIdx.x; e < steps * BN; e += THREADS) {
+            const int kk = e % steps, col = e / steps;
+            T x = (n0 + col < N) ? Bb[(k0 + kk) * b_sk + (n0 + col) * b_sn] : T(0);
+            if constexpr (EXACT) tame &= SR::tame(x);
+            sb[kk][col] = x;
+          }
         }
         bool wild = false;
         if constexpr (EXACT) wild = __syncthreads_or(!tame); else __syncthreads();
         if constexpr (EXACT) {
-          if (wild) consume<true>(sa, bv, steps, k0, acc, idx);
-          else consume<false>(sa, bv, steps, k0, acc, idx);
+          if (wild) consume<true>(sa, bv, sb, steps, k0, acc, idx);
+          else consume<false>(sa, bv, sb, steps, k0, acc, idx);
         } else {
-          consume<false>(sa, bv, steps, k0, acc, idx);
+          consume<false>(sa, bv, sb, steps, k0, acc, idx);
         }
         __syncthreads();
       }
-      if (n < N) {
-        T* Cb = C + batch * M * N;
+      const i64 c_off = batch * M * N;
+      if (stage_c) {
+        // C's rows are contiguous: write this tile's columns of TM values as
+        // runs, through shared memory, instead of TM strided stores per lane.
+        T* sc = reinterpret_cast<T*>(raw);
+        int* si = reinterpret_cast<int*>(raw + BN * (TM + 1) * sizeof(T));
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+          sc[threadIdx.x * (TM + 1) + i] = canonical(acc[i]);
+          if constexpr (ARGMAX) si[threadIdx.x * (TM + 1) + i] = idx[i];
+        }
+        __syncthreads();
+        const int rows = (int)((M - m0) < TM ? (M - m0) : TM);
+        const int cols = (int)((N - n0) < BN ? (N - n0) : BN);
+        for (int e = threadIdx.x; e < rows * cols; e += THREADS) {
+          const int col = e / rows, mm = e % rows;
+          const i64 at = c_off + (m0 + mm) * c_sm + (n0 + col) * c_sn;
+          C[at] = sc[col * (TM + 1) + mm];
+          if constexpr (ARGMAX) IDX[at] = si[col * (TM + 1) + mm];
+        }
+        __syncthreads();
+      } else if (n < N) {
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
           const i64 m = m0 + i;
           if (m < M) {
-            Cb[m * c_sm + n * c_sn] = canonical(acc[i]);
-            if constexpr (ARGMAX) IDX[batch * M * N + m * c_sm + n * c_sn] = idx[i];
+            C[c_off + m * c_sm + n * c_sn] = canonical(acc[i]);
+            if constexpr (ARGMAX) IDX[c_off + m * c_sm + n * c_sn] = idx[i];
           }
         }
       }

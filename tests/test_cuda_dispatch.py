@@ -34,3 +34,11 @@ def test_batch_strides_zero_where_operand_broadcasts():
 )
 def test_choose_tile(m, n, expected):
     assert cuda_engine.choose_tile(m, n) == expected
+
+
+@pytest.mark.parametrize(
+    "tiles,k,expected",
+    [(1024, 4096, 1), (16, 4096, 16), (16, 300, 1), (2, 2000, 7), (1, 100_000, 264), (131, 10_000, 3)],
+)
+def test_k_splits_only_when_the_output_cannot_fill_the_gpu(tiles, k, expected):
+    assert cuda_engine.k_splits(tiles, k, sms=132) == expected

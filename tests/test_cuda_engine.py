@@ -258,3 +258,17 @@ def test_kernels_pass_memcheck():
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "ERROR SUMMARY: 0 errors" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
+@pytest.mark.parametrize("a_shape,b_shape", [((64, 5000), (5000, 64)), ((3, 40, 3000), (3000, 20)),
+                                             ((8, 4096), (4096, 300)), ((4096, 1000), (1000, 2))])
+def test_split_k_keeps_values_and_earliest_argmax(cp, dtype, a_shape, b_shape):
+    """Few output tiles and a long K run as K slices side by side; ties must still go to the smallest k."""
+    rng = np.random.default_rng(41)
+    a = rng.integers(-3, 3, size=a_shape).astype(dtype)  # small range: many ties across slices
+    b = rng.integers(-3, 3, size=b_shape).astype(dtype)
+    for semiring in ("max_plus", "min_max"):
+        cpu, gpu = both_engines(cp, a, b, semiring, True)
+        assert_same_bits(gpu[0], cpu[0])
+        assert_same_bits(gpu[1], cpu[1])

@@ -9,6 +9,7 @@ go to CuPy's current stream and nothing here synchronises the device.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -190,16 +191,50 @@ def forward(a: Any, b: Any, semiring: Semiring, out: Any, argmax_out: Any) -> No
             return
         if argmax_out is not None and k >= 2**31:
             raise ValueError(f"argmax on the GPU supports K < 2**31, got K={k}")
-        batch = out.shape[:-2]
-        arrays = [a, b, out] + ([] if argmax_out is None else [argmax_out])
-        for (sa, sb, sc, *si), sub_batch in _split_batches(batch, arrays):
-            _forward_launch(sa, sb, sc, si[0] if si else None, semiring, sub_batch)
+        _forward_batched(a, b, out, argmax_out, semiring, out.shape[:-2], may_split=True)
 
 
-def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...]) -> None:
+def _forward_batched(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...],
+                     *, may_split: bool) -> None:
+    arrays = [a, b, c] + ([] if idx is None else [idx])
+    for (sa, sb, sc, *si), sub_batch in _split_batches(batch, arrays):
+        _forward_launch(sa, sb, sc, si[0] if si else None, semiring, sub_batch, may_split=may_split)
+
+
+#: K slices are at least this deep when a product is split along K.
+MIN_SPLIT_K = 256
+
+
+@lru_cache(maxsize=None)
+def _sm_count(device_id: int) -> int:
+    return int(_cupy().cuda.Device(device_id).attributes["MultiProcessorCount"])
+
+
+def k_splits(tiles: int, k: int, sms: int) -> int:
+    """K slices to run side by side when the output alone has too few tiles to fill the GPU.
+
+    ⊕ is exact and associative, so slices combine to the same bits; the
+    argmax keeps the earliest slice that attains the result.
+    """
+    if tiles >= sms or k < 2 * MIN_SPLIT_K:
+        return 1
+    return max(1, min(-(-2 * sms // tiles), k // MIN_SPLIT_K))
+
+
+def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...],
+                    *, may_split: bool) -> None:
     m, k = a.shape[-2:]
     n = b.shape[-1]
     tile, transpose = choose_tile(m, n)
+    if may_split:
+        shape = tile_shape(make_spec("forward_argmax" if idx is not None else "forward", semiring.name,
+                                     c.dtype.name, tile=tile))
+        rows, cols = (n, m) if transpose else (m, n)
+        tiles = -(-rows // shape.bm) * -(-cols // shape.bn) * int(np.prod(batch, dtype=np.int64))
+        splits = k_splits(tiles, k, _sm_count(c.device.id))
+        if splits > 1:
+            _split_k(a, b, c, idx, semiring, batch, splits)
+            return
     a_sm, a_sk = _element_strides(a)[-2:]
     b_sk, b_sn = _element_strides(b)[-2:]
     c_sm, c_sn = n, 1
@@ -222,6 +257,33 @@ def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch:
         np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, launch.batches)
     ] + launch.batch_args()
     get_function(spec)((min(tiles, _GRID_LIMIT),), (shape.threads,), tuple(args))
+
+
+def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...], splits: int) -> None:
+    """One launch over ``splits`` equal K slices (as an extra batch dim), one for any rest, then ⊕ them."""
+    cupy = _cupy()
+    from cupy.lib.stride_tricks import as_strided
+
+    k = a.shape[-1]
+    chunk = k // splits
+    rest = k - splits * chunk
+    count = splits + (rest > 0)
+    parts = cupy.empty((count, *c.shape), dtype=c.dtype)
+    idx_parts = None if idx is None else cupy.empty((count, *c.shape), dtype=np.int32)
+    a_slices = as_strided(a, (splits, *a.shape[:-1], chunk), (chunk * a.strides[-1], *a.strides))
+    b_slices = as_strided(b, (splits, *b.shape[:-2], chunk, b.shape[-1]), (chunk * b.strides[-2], *b.strides))
+    _forward_batched(a_slices, b_slices, parts[:splits], None if idx is None else idx_parts[:splits],
+                     semiring, (splits, *batch), may_split=False)
+    if rest:
+        _forward_batched(a[..., splits * chunk:], b[..., splits * chunk:, :], parts[splits],
+                         None if idx is None else idx_parts[splits], semiring, batch, may_split=False)
+    best = parts.max(axis=0) if semiring.add == "max" else parts.min(axis=0)
+    c[...] = best
+    if idx is not None:
+        first = (parts == best).argmax(axis=0)  # the earliest slice attaining the result
+        starts = (cupy.arange(count, dtype=np.int32) * chunk).reshape(count, *([1] * c.ndim))
+        absolute = cupy.where(idx_parts >= 0, idx_parts + starts, -1)
+        idx[...] = cupy.take_along_axis(absolute, first[None], axis=0)[0]
 
 
 # ----------------------------------------------------------------- backward

@@ -15,7 +15,6 @@ from functools import lru_cache
 from importlib import resources
 from string import Template
 
-from ..dtypes import SUPPORTED_DTYPES
 from .spec import FORWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
@@ -47,20 +46,28 @@ class TileShape:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
 
-_SQUARE_4_BYTE = TileShape(128, 128, 8, 8, 8, min_blocks=2)
-_SQUARE_8_BYTE = TileShape(64, 64, 8, 4, 4, min_blocks=2)
-# The argmax variant keeps an index per output too, so it gets the register
-# file to itself rather than sharing the SM with a second block.
-_ARGMAX_4_BYTE = TileShape(128, 128, 8, 8, 8, min_blocks=1)
-_SKINNY = TileShape(8, 256, 32, 8, 1, min_blocks=1)
+_SQUARE_F32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
+_SQUARE_I32 = TileShape(128, 128, 8, 8, 8, min_blocks=2)
+_SQUARE_F64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)
+_SQUARE_I64 = TileShape(64, 64, 8, 4, 4, min_blocks=2)
+# The argmax variant keeps, per output, an index and the value before each
+# k-slice, so its thread tile is half as wide; a deeper slice amortises the
+# per-slice improvement check.
+_ARGMAX_4_BYTE = TileShape(128, 64, 16, 8, 4, min_blocks=1)
+_ARGMAX_8_BYTE = TileShape(64, 64, 16, 4, 4, min_blocks=2)
+_SKINNY_4_BYTE = TileShape(8, 256, 32, 8, 1)
+_SKINNY_8_BYTE = TileShape(8, 256, 16, 8, 1)  # keeps the staged B slice within 48 KiB
 
 #: Tile shapes per (family, dtype, op), measured on an H100 by benchmarks/tune_tiles.py.
 TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
-    **{("square", d, "forward"): _SQUARE_4_BYTE for d in ("float32", "int32")},
-    **{("square", d, "forward"): _SQUARE_8_BYTE for d in ("float64", "int64")},
+    ("square", "float32", "forward"): _SQUARE_F32,
+    ("square", "int32", "forward"): _SQUARE_I32,
+    ("square", "float64", "forward"): _SQUARE_F64,
+    ("square", "int64", "forward"): _SQUARE_I64,
     **{("square", d, "forward_argmax"): _ARGMAX_4_BYTE for d in ("float32", "int32")},
-    **{("square", d, "forward_argmax"): _SQUARE_8_BYTE for d in ("float64", "int64")},
-    **{("skinny", d, op): _SKINNY for d in SUPPORTED_DTYPES for op in FORWARD_OPS},
+    **{("square", d, "forward_argmax"): _ARGMAX_8_BYTE for d in ("float64", "int64")},
+    **{("skinny", d, op): _SKINNY_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
+    **{("skinny", d, op): _SKINNY_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
 }
 
 #: Threads per block of the backward (scatter) kernels.
