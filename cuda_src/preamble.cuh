@@ -319,37 +319,49 @@ struct SquareKernel {
     }
   }
 
-  // The argmax is found lazily: the slice is reduced exactly as in the plain
-  // product, and only the outputs whose value strictly improved search the
-  // slice again for the first k whose candidate equals the new value.  Ties
-  // keep the earlier k, so this equals the sequential strict-improvement rule
-  // (the CPU engine's), while costing one compare per output per slice
-  // instead of a compare and two selects per candidate.  The running maximum
-  // improves about ln(K) times per output on random data.
+  // The argmax is found lazily.  A slice is reduced exactly as in the plain
+  // product; then only the outputs whose value strictly improved (a bit mask,
+  // walked by a loop that is not unrolled) scan the slice for its first k
+  // that strictly improves on the zero, which is the first k attaining the
+  // new value.  Ties keep the earlier k, exactly as the sequential rule of the
+  // CPU engine.  The running best improves about ln(K) times per output on
+  // random data, so the scan is rare; the steady cost is one compare per
+  // output per slice instead of a compare and two selects per candidate.
   template <bool WIDE>
   __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 k0,
                                  T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     if constexpr (!ARGMAX) {
       consume_values<WIDE>(s, buf, steps, ty, tx, acc);
     } else {
+      static_assert(TM * TN <= 32, "one bit per owned output");
       T before[TM][TN];
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) before[i][j] = acc[i][j];
       consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+      unsigned improved = 0;
 #pragma unroll
-      for (int i = 0; i < TM; ++i) {
+      for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          if (!SR::template better<T>(acc[i][j], before[i][j])) continue;
-          const int row = row_of(i, ty), col = col_of(j, tx);
-          for (int kk = 0; kk < steps; ++kk) {
-            const T x = s.a[buf][kk][row], y = s.b[buf][kk][col];
-            const T cand = WIDE ? SR::template mul_exact<T>(x, y) : SR::template mul_fast<T>(x, y);
-            if (cand == acc[i][j]) { idx[i][j] = (int)k0 + kk; break; }
-          }
+        for (int j = 0; j < TN; ++j)
+          improved |= (unsigned)SR::template better<T>(acc[i][j], before[i][j]) << (i * TN + j);
+#pragma unroll 1
+      while (improved) {
+        const int o = __ffs(improved) - 1;
+        improved &= improved - 1;
+        const int row = row_of(o / TN, ty), col = col_of(o % TN, tx);
+        T best = SR::template zero<T>();
+        int first = 0;
+#pragma unroll 1
+        for (int kk = 0; kk < steps; ++kk) {
+          const T x = s.a[buf][kk][row], y = s.b[buf][kk][col];
+          const T cand = WIDE ? SR::template mul_exact<T>(x, y) : SR::template mul_fast<T>(x, y);
+          if (SR::template better<T>(cand, best)) { best = cand; first = kk; }
         }
+#pragma unroll
+        for (int q = 0; q < TM * TN; ++q)
+          if (q == o) idx[q / TN][q % TN] = (int)k0 + first;
       }
     }
   }

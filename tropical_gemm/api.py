@@ -70,7 +70,9 @@ def matmul_backward(
     Broadcast batch dimensions are summed, so each gradient has its operand's
     shape.  Float dtypes only.  ``deterministic=True`` makes the CUDA engine
     add in a fixed order (bit-identical to the CPU engine); the CPU engine is
-    always deterministic.
+    always deterministic.  The default CUDA mode adds with hardware float
+    atomics, which flush subnormal results to zero; the deterministic mode
+    keeps them.
 
     >>> import numpy as np, tropical_gemm as tg
     >>> a, b = np.array([[0., 3.]]), np.array([[1.], [1.]])

@@ -270,8 +270,12 @@ def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[
     count = splits + (rest > 0)
     parts = cupy.empty((count, *c.shape), dtype=c.dtype)
     idx_parts = None if idx is None else cupy.empty((count, *c.shape), dtype=np.int32)
-    a_slices = as_strided(a, (splits, *a.shape[:-1], chunk), (chunk * a.strides[-1], *a.strides))
-    b_slices = as_strided(b, (splits, *b.shape[:-2], chunk, b.shape[-1]), (chunk * b.strides[-2], *b.strides))
+    # Give both operands the full batch rank first, so that the slice dim leads both.
+    a_full = a[(None,) * (len(batch) + 2 - a.ndim)]
+    b_full = b[(None,) * (len(batch) + 2 - b.ndim)]
+    a_slices = as_strided(a_full, (splits, *a_full.shape[:-1], chunk), (chunk * a.strides[-1], *a_full.strides))
+    b_slices = as_strided(b_full, (splits, *b_full.shape[:-2], chunk, b.shape[-1]),
+                          (chunk * b.strides[-2], *b_full.strides))
     _forward_batched(a_slices, b_slices, parts[:splits], None if idx is None else idx_parts[:splits],
                      semiring, (splits, *batch), may_split=False)
     if rest:
