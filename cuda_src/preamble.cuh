@@ -283,9 +283,14 @@ struct SquareKernel {
   __device__ static int row_of(int i, int ty) { return (i / V) * (BM / CM) + ty * V + (i % V); }
   __device__ static int col_of(int j, int tx) { return (j / V) * (BN / CN) + tx * V + (j % V); }
 
-  // One k step on every owned output.  WIDE picks the exact integer ⊗.
+  // One k step on every owned output.  WIDE picks the exact integer ⊗.  The
+  // argmax variant updates value and index on a strict improvement, so ties
+  // keep the smallest k.  Two lazier schemes (reduce a slice first, then
+  // search it only where the value improved) measured slower on the H100;
+  // benchmarks/results/tune-tiles-*.json keeps the record.
   template <bool WIDE>
-  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, T (&acc)[TM][TN]) {
+  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, int k,
+                              T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     T a[TM], b[TN];
 #pragma unroll
     for (int c = 0; c < CM; ++c) {
@@ -303,66 +308,26 @@ struct SquareKernel {
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
-        if constexpr (WIDE) acc[i][j] = SR::template add<T>(acc[i][j], SR::template mul_exact<T>(a[i], b[j]));
-        else acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+        if constexpr (ARGMAX) {
+          T cand = WIDE ? SR::template mul_exact<T>(a[i], b[j]) : SR::template mul_fast<T>(a[i], b[j]);
+          if (SR::template better<T>(cand, acc[i][j])) { acc[i][j] = cand; idx[i][j] = k; }
+        } else if constexpr (WIDE) {
+          acc[i][j] = SR::template add<T>(acc[i][j], SR::template mul_exact<T>(a[i], b[j]));
+        } else {
+          acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+        }
       }
     }
   }
 
-  template <bool WIDE>
-  __device__ static void consume_values(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
-    if (steps == BK) {
-#pragma unroll
-      for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
-    } else {
-      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
-    }
-  }
-
-  // The argmax is found lazily.  A slice is reduced exactly as in the plain
-  // product; then only the outputs whose value strictly improved (a bit mask,
-  // walked by a loop that is not unrolled) scan the slice for its first k
-  // that strictly improves on the zero, which is the first k attaining the
-  // new value.  Ties keep the earlier k, exactly as the sequential rule of the
-  // CPU engine.  The running best improves about ln(K) times per output on
-  // random data, so the scan is rare; the steady cost is one compare per
-  // output per slice instead of a compare and two selects per candidate.
   template <bool WIDE>
   __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 k0,
                                  T (&acc)[TM][TN], int (&idx)[TM][TN]) {
-    if constexpr (!ARGMAX) {
-      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+    if (steps == BK) {
+#pragma unroll
+      for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, (int)k0 + kk, acc, idx);
     } else {
-      static_assert(TM * TN <= 32, "one bit per owned output");
-      T before[TM][TN];
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) before[i][j] = acc[i][j];
-      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
-      unsigned improved = 0;
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-          improved |= (unsigned)SR::template better<T>(acc[i][j], before[i][j]) << (i * TN + j);
-#pragma unroll 1
-      while (improved) {
-        const int o = __ffs(improved) - 1;
-        improved &= improved - 1;
-        const int row = row_of(o / TN, ty), col = col_of(o % TN, tx);
-        T best = SR::template zero<T>();
-        int first = 0;
-#pragma unroll 1
-        for (int kk = 0; kk < steps; ++kk) {
-          const T x = s.a[buf][kk][row], y = s.b[buf][kk][col];
-          const T cand = WIDE ? SR::template mul_exact<T>(x, y) : SR::template mul_fast<T>(x, y);
-          if (SR::template better<T>(cand, best)) { best = cand; first = kk; }
-        }
-#pragma unroll
-        for (int q = 0; q < TM * TN; ++q)
-          if (q == o) idx[q / TN][q % TN] = (int)k0 + first;
-      }
+      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, (int)k0 + kk, acc, idx);
     }
   }
 
