@@ -283,14 +283,9 @@ struct SquareKernel {
   __device__ static int row_of(int i, int ty) { return (i / V) * (BM / CM) + ty * V + (i % V); }
   __device__ static int col_of(int j, int tx) { return (j / V) * (BN / CN) + tx * V + (j % V); }
 
-  // One k step on every owned output.  WIDE picks the exact integer ⊗.  The
-  // argmax variant updates value and index on a strict improvement, so ties
-  // keep the smallest k.  Two lazier schemes (reduce a slice first, then
-  // search it only where the value improved) measured slower on the H100;
-  // benchmarks/results/tune-tiles-*.json keeps the record.
+  // One k step on every owned output.  WIDE picks the exact integer ⊗.
   template <bool WIDE>
-  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, int k,
-                              T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, T (&acc)[TM][TN]) {
     T a[TM], b[TN];
 #pragma unroll
     for (int c = 0; c < CM; ++c) {
@@ -308,26 +303,45 @@ struct SquareKernel {
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
-        if constexpr (ARGMAX) {
-          T cand = WIDE ? SR::template mul_exact<T>(a[i], b[j]) : SR::template mul_fast<T>(a[i], b[j]);
-          if (SR::template better<T>(cand, acc[i][j])) { acc[i][j] = cand; idx[i][j] = k; }
-        } else if constexpr (WIDE) {
-          acc[i][j] = SR::template add<T>(acc[i][j], SR::template mul_exact<T>(a[i], b[j]));
-        } else {
-          acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
-        }
+        if constexpr (WIDE) acc[i][j] = SR::template add<T>(acc[i][j], SR::template mul_exact<T>(a[i], b[j]));
+        else acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
       }
     }
   }
 
   template <bool WIDE>
-  __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 k0,
-                                 T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+  __device__ static void consume_values(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
     if (steps == BK) {
 #pragma unroll
-      for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, (int)k0 + kk, acc, idx);
+      for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
     } else {
-      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, (int)k0 + kk, acc, idx);
+      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+    }
+  }
+
+  // The argmax variant reduces each BK-deep slice exactly as the plain
+  // product does and records, per output, the last slice that strictly
+  // improved its value: one compare and one select per output per slice,
+  // instead of a compare and two selects per candidate.  That slice holds
+  // the first k attaining the final value (ties keep the earlier k), and
+  // ArgmaxResolve finds it there afterwards.
+  template <bool WIDE>
+  __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 slice,
+                                 T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+    if constexpr (ARGMAX) {
+      T before[TM][TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) before[i][j] = acc[i][j];
+      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          if (SR::template better<T>(acc[i][j], before[i][j])) idx[i][j] = (int)slice;
+    } else {
+      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
     }
   }
 
@@ -382,10 +396,10 @@ struct SquareKernel {
         }
         const int steps = more ? BK : (int)(K - kt * BK);
         if constexpr (EXACT) {
-          if (wild) consume<true>(s, buf, steps, ty, tx, kt * BK, acc, idx);
-          else consume<false>(s, buf, steps, ty, tx, kt * BK, acc, idx);
+          if (wild) consume<true>(s, buf, steps, ty, tx, kt, acc, idx);
+          else consume<false>(s, buf, steps, ty, tx, kt, acc, idx);
         } else {
-          consume<false>(s, buf, steps, ty, tx, kt * BK, acc, idx);
+          consume<false>(s, buf, steps, ty, tx, kt, acc, idx);
         }
         if (more) {
           la.store(s.a[buf ^ 1], ra);
@@ -414,6 +428,33 @@ struct SquareKernel {
     }
   }
 };
+
+// Second phase of the square argmax: IDX holds, per output, the BK-deep
+// slice in which its value last strictly improved (or -1: never, the value
+// is the zero).  The first k of that slice whose candidate equals C is the
+// argmax.  Every ⊗ is recomputed with the exact rule, which equals the fast
+// rule wherever the first phase used it.
+template <class SR, class T>
+__device__ void argmax_resolve(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ C,
+                               int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk,
+                               i64 b_sn, i64 c_sm, i64 c_sn, i64 batches, const Batch& bt, int slice_depth) {
+  const i64 per_batch = M * N;
+  for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < per_batch * batches;
+       e += (i64)gridDim.x * blockDim.x) {
+    const i64 batch = e / per_batch, m = (e % per_batch) / N, n = e % N;
+    const i64 at = batch * per_batch + m * c_sm + n * c_sn;
+    const int slice = IDX[at];
+    if (slice < 0) continue;
+    i64 a_off, b_off;
+    bt.offsets(batch, a_off, b_off);
+    const T target = C[at];
+    const i64 k_end = ((i64)slice + 1) * slice_depth < K ? ((i64)slice + 1) * slice_depth : K;
+    for (i64 k = (i64)slice * slice_depth; k < k_end; ++k) {
+      const T cand = SR::template mul_exact<T>(A[a_off + m * a_sm + k * a_sk], B[b_off + k * b_sk + n * b_sn]);
+      if (cand == target) { IDX[at] = (int)k; break; }
+    }
+  }
+}
 
 // -------------------------------------------------------- forward: skinny
 //

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..jit import get_function, make_spec
-from ..jit.source import BACKWARD_THREADS, tile_shape
+from ..jit.source import ELEMENTWISE_THREADS, tile_shape
 from ..semirings import Semiring
 
 NAME = "cuda"
@@ -44,13 +44,27 @@ def _cupy():
 
 
 def as_array(x: Any):
-    """A cupy array viewing ``x`` (cupy, CUDA array interface, or CUDA DLPack), no copy."""
+    """A cupy array viewing ``x`` (cupy, CUDA array interface, or CUDA DLPack), no copy.
+
+    Without a usable GPU, CuPy's own error here is a bare CUDA status (such as
+    ``cudaErrorInsufficientDriver``), so it is replaced by one that says what
+    happened and what to do; the check runs only once the conversion failed.
+    """
     cupy = _cupy()
     if isinstance(x, cupy.ndarray):
         return x
-    if hasattr(x, "__cuda_array_interface__"):
-        return cupy.asarray(x)
-    return cupy.from_dlpack(x)
+    try:
+        if hasattr(x, "__cuda_array_interface__"):
+            return cupy.asarray(x)
+        return cupy.from_dlpack(x)
+    except Exception as exc:
+        if cupy.is_available():
+            raise
+        raise RuntimeError(
+            f"a GPU array ({type(x).__module__}.{type(x).__name__}) was passed, but CuPy finds no usable CUDA GPU "
+            f"({exc}). Check that nvidia-smi lists a GPU and that CUDA_VISIBLE_DEVICES does not hide it, "
+            "or pass numpy arrays to compute on the CPU; 'python -m tropical_gemm info' shows what is usable"
+        ) from exc
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype):
@@ -257,6 +271,10 @@ def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch:
         np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, launch.batches)
     ] + launch.batch_args()
     get_function(spec)((min(tiles, _GRID_LIMIT),), (shape.threads,), tuple(args))
+    if idx is not None and tile == "square":  # the kernel left slice numbers in idx
+        resolve = make_spec("argmax_resolve", semiring.name, c.dtype.name)
+        blocks = max(1, min(-(-m * n * launch.batches // ELEMENTWISE_THREADS), _GRID_LIMIT))
+        get_function(resolve)((blocks,), (ELEMENTWISE_THREADS,), tuple(args) + (np.int32(shape.bk),))
 
 
 def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...], splits: int) -> None:
@@ -324,10 +342,10 @@ def _backward_launch(op: str, g: Any, idx: Any, a: Any, b: Any, grad: Any, grad_
         work = operand_batches * (m if op == "backward_a" else n)
     else:
         work = launch.batches * m * n
-    blocks = max(1, min(-(-work // BACKWARD_THREADS), _GRID_LIMIT))
+    blocks = max(1, min(-(-work // ELEMENTWISE_THREADS), _GRID_LIMIT))
     a_sm, a_sk = _element_strides(a)[-2:]
     b_sk, b_sn = _element_strides(b)[-2:]
     args = [g, a, b, idx, grad] + [
         np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, launch.batches)
     ] + launch.batch_args() + [np.int64(operand_batches)]
-    get_function(spec)((blocks,), (BACKWARD_THREADS,), tuple(args))
+    get_function(spec)((blocks,), (ELEMENTWISE_THREADS,), tuple(args))

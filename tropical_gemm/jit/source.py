@@ -68,8 +68,8 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("skinny", d, op): _SKINNY_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
 }
 
-#: Threads per block of the backward (scatter) kernels.
-BACKWARD_THREADS = 256
+#: Threads per block of the one-thread-per-element kernels (argmax resolve, gradient scatters).
+ELEMENTWISE_THREADS = 256
 
 
 def tile_shape(spec: KernelSpec) -> TileShape:
@@ -105,7 +105,7 @@ def fragment(spec: KernelSpec) -> str:
         template = read_cuda_file(f"forward_{spec.tile}.cu")
     else:
         values.update(
-            threads=BACKWARD_THREADS,
+            threads=ELEMENTWISE_THREADS,
             deterministic="true" if spec.deterministic else "false",
         )
         template = read_cuda_file(f"{spec.op}.cu")

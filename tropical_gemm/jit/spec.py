@@ -14,8 +14,9 @@ from itertools import product
 from ..dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
 from ..semirings import get_semiring, semirings
 
-#: Forward products, plain and with the argmax, and the two gradient scatters.
-OPS: tuple[str, ...] = ("forward", "forward_argmax", "backward_a", "backward_b")
+#: Forward products, plain and with the argmax; the second phase of the
+#: square-tile argmax (which k of the recorded slice won); the two gradient scatters.
+OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward_a", "backward_b")
 FORWARD_OPS: tuple[str, ...] = ("forward", "forward_argmax")
 BACKWARD_OPS: tuple[str, ...] = ("backward_a", "backward_b")
 
@@ -85,6 +86,8 @@ def make_spec(
     _check("b_layout", b_layout, LAYOUTS)
     _check("tile", tile, TILES)
     canonical = get_semiring(semiring).name
+    if op == "argmax_resolve":
+        return KernelSpec(op, canonical, dtype)
     if op in BACKWARD_OPS:
         if dtype not in FLOAT_DTYPES:
             raise ValueError(f"backward kernels exist for float dtypes only ({', '.join(FLOAT_DTYPES)}), got {dtype}")
@@ -116,6 +119,8 @@ def catalogue(
         if op in FORWARD_OPS:
             specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)
                       for la, lb, t in product(LAYOUTS, LAYOUTS, TILES)]
+        elif op == "argmax_resolve":
+            specs.append(make_spec(op, sr, dt))
         elif dt in FLOAT_DTYPES:
             specs += [make_spec(op, sr, dt, deterministic=det) for det in (False, True)]
     return specs
