@@ -50,9 +50,10 @@ _SQUARE_F32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
 _SQUARE_I32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
 _SQUARE_F64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)
 _SQUARE_I64 = TileShape(64, 64, 8, 4, 4, min_blocks=2)
-# The argmax variant keeps an index per output too, so its thread tile is half as wide.
-_ARGMAX_4_BYTE = TileShape(128, 64, 8, 8, 4, min_blocks=2)
-_ARGMAX_8_BYTE = TileShape(64, 64, 8, 4, 4, min_blocks=2)
+# The argmax variant also keeps, per output, the slice number and the value
+# before the slice, so it takes the register file of an SM for one block.
+_ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
+_ARGMAX_8_BYTE = TileShape(64, 64, 16, 4, 4, min_blocks=2)
 _SKINNY_4_BYTE = TileShape(8, 256, 32, 8, 1)
 _SKINNY_8_BYTE = TileShape(8, 256, 16, 8, 1)  # keeps the staged B slice within 48 KiB
 
