@@ -58,14 +58,14 @@ def tropical_argmax(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return tg.matmul(a, b, "max_plus", argmax=True)
 
 
-def best_seconds(fn: Product, a: np.ndarray, b: np.ndarray, repeats: int) -> float:
-    """Best wall time of ``repeats`` calls: the least disturbed by other processes."""
+def wall_times(fn: Product, a: np.ndarray, b: np.ndarray, repeats: int) -> list[float]:
+    """Wall time of each of ``repeats`` calls; the best is the least disturbed by other processes."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn(a, b)
         times.append(time.perf_counter() - start)
-    return min(times)
+    return times
 
 
 def peak_bytes(fn: Product, a: np.ndarray, b: np.ndarray) -> int:
@@ -120,6 +120,7 @@ def environment() -> dict:
 
 
 def measure_size(n: int, repeats: int, broadcast_limit: float, rng: np.random.Generator) -> list[dict]:
+    """Every peer at size n, checked against the k-loop, timed ``repeats`` times."""
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
     peers: dict[str, Product] = {"tropical_gemm": tropical, "tropical_gemm_argmax": tropical_argmax,
@@ -133,13 +134,13 @@ def measure_size(n: int, repeats: int, broadcast_limit: float, rng: np.random.Ge
         values = result[0] if isinstance(result, tuple) else result
         if not np.array_equal(values, expected):
             raise AssertionError(f"{name} disagrees with the naive k-loop at n={n}")
-        reps = repeats if n <= 1024 else 1
-        seconds = best_seconds(fn, a, b, reps)
+        times = wall_times(fn, a, b, repeats)
+        seconds = min(times)
         rows.append({
             "n": n,
             "engine": name,
             "seconds": seconds,
-            "repeats": reps,
+            "all_seconds": times,
             "gops": 2 * n**3 / seconds / 1e9,
             "peak_bytes": peak_bytes(fn, a, b),
             "output_bytes": 4 * n * n * (2 if name.endswith("argmax") else 1),
@@ -152,10 +153,15 @@ def measure_size(n: int, repeats: int, broadcast_limit: float, rng: np.random.Ge
     return rows
 
 
+def repeats_for(n: int, args: argparse.Namespace) -> int:
+    return args.repeats if n <= 1024 else args.large_repeats
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per size up to 1024 (best is kept)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per size up to 1024 (best is kept)")
+    parser.add_argument("--large-repeats", type=int, default=2, help="timed calls per size above 1024")
     parser.add_argument("--broadcast-limit-gib", type=float, default=1.0,
                         help="largest (n, n, n) float32 temporary the broadcast idiom may allocate")
     parser.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/results/...)")
@@ -169,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     report["load_average_before"] = os.getloadavg()
     rng = np.random.default_rng(args.seed)
     report["results"] = [row for n in args.sizes
-                         for row in measure_size(n, args.repeats, args.broadcast_limit_gib * 2**30, rng)]
+                         for row in measure_size(n, repeats_for(n, args), args.broadcast_limit_gib * 2**30, rng)]
     report["load_average_after"] = os.getloadavg()
     out = args.out or Path(__file__).parent / "results" / f"cpu-{report['host']}-{report['date'][:10]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
