@@ -87,11 +87,11 @@ class Engine:
         return tuple(self.to_host(x) for x in arrays)
 
 
-def _cpu_engine() -> Engine:
+def cpu_engine() -> Engine:
     return Engine("cpu", lambda x: x, np.asarray)
 
 
-def _cuda_engine() -> Engine:
+def cuda_engine() -> Engine:
     import cupy
 
     return Engine("cuda", cupy.asarray, cupy.asnumpy)
@@ -100,4 +100,4 @@ def _cuda_engine() -> Engine:
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def engine(request: pytest.FixtureRequest) -> Engine:
     """Each semantics test runs on every engine; the cuda one skips without a GPU."""
-    return _cuda_engine() if request.param == "cuda" else _cpu_engine()
+    return cuda_engine() if request.param == "cuda" else cpu_engine()
