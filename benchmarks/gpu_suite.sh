@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU side in one call on a CUDA machine: compile the catalogue,
 # the GPU test suite (skips there are failures), then the benchmarks.
-# Stages: warmup, tests, startup, throughput, torch (default: all), and
+# Stages: warmup, tests, startup, throughput, torch, host (default: all), and
 # tune (tile-shape search, run by hand).  Results and logs go to $OUT (the device
 # tool's output folder) or benchmarks/results/gpu-run.
 #
@@ -9,7 +9,7 @@
 set -uo pipefail
 OUT=${OUT:-benchmarks/results/gpu-run}
 mkdir -p "$OUT"
-stages=${*:-warmup tests startup throughput torch}
+stages=${*:-warmup tests startup throughput torch host}
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .whl ]; then   # wheels the GPU machine lacks (platformdirs), carried along
@@ -27,6 +27,7 @@ for stage in $stages; do
     tests) python3 -m pytest -m gpu --require-gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-gpu.log"; s=${PIPESTATUS[0]} ;;
     startup) python3 benchmarks/startup.py --out "$OUT" 2>&1 | tee "$OUT/startup.log"; s=${PIPESTATUS[0]} ;;
     throughput) python3 benchmarks/throughput.py --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/throughput.log"; s=${PIPESTATUS[0]} ;;
+    host) { python3 benchmarks/host_overhead.py --out "$OUT" && python3 benchmarks/host_overhead.py --cold-start --out "$OUT"; } 2>&1 | tee "$OUT/host.log"; s=${PIPESTATUS[0]} ;;
     tune) python3 benchmarks/tune_tiles.py --out "$OUT" 2>&1 | tee "$OUT/tune.log"; s=${PIPESTATUS[0]} ;;
     torch) python3 benchmarks/torch_layer.py --out "$OUT" 2>&1 | tee "$OUT/torch.log"; s=${PIPESTATUS[0]} ;;
     *) echo "unknown stage $stage"; s=2 ;;

@@ -247,7 +247,8 @@ def _nvidia_driver_version() -> str | None:
 
 def measure_gpu(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     cupy_cache = scratch / "cupy-cache"
-    base = {"CUPY_CACHE_DIR": str(cupy_cache)}
+    # The driver's own JIT cache must not make a compile look cheaper than it is.
+    base = {"CUPY_CACHE_DIR": str(cupy_cache), "CUDA_CACHE_DISABLE": "1"}
     run_child("first_product", {**base, "TROPICAL_GEMM_CACHE_DIR": str(scratch / "priming")})  # fills CuPy's cache
     cold = [run_child("first_product", {**base, "TROPICAL_GEMM_CACHE_DIR": str(scratch / f"cold-{i}")})
             for i in range(args.cold_runs)]
@@ -256,9 +257,11 @@ def measure_gpu(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
             for _ in range(args.warm_runs)]
     results = {"cold": summarize(cold), "warm": summarize(warm)}
     try:  # a peer that fails is reported, not allowed to sink our own figures
-        cupy_cold = [run_child("cupy_rawmodule", {"CUPY_CACHE_DIR": str(scratch / f"cupy-peer-{i}")})
+        cupy_cold = [run_child("cupy_rawmodule", {"CUPY_CACHE_DIR": str(scratch / f"cupy-peer-{i}"),
+                                                  "CUDA_CACHE_DISABLE": "1"})
                      for i in range(args.cold_runs)]
-        cupy_warm = [run_child("cupy_rawmodule", {"CUPY_CACHE_DIR": str(scratch / "cupy-peer-0")})
+        cupy_warm = [run_child("cupy_rawmodule", {"CUPY_CACHE_DIR": str(scratch / "cupy-peer-0"),
+                                                  "CUDA_CACHE_DISABLE": "1"})
                      for _ in range(args.warm_runs)]
     except RuntimeError as exc:
         results["cupy_rawmodule_error"] = str(exc)

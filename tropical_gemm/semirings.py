@@ -25,6 +25,14 @@ class Semiring:
     of ⊕ and absorbs ⊗; the one is the identity of ⊗.  ``grad_rule`` names how
     ``matmul_backward`` routes the gradient of ``C[i, j]`` through its winning
     ``k``; the semantics page of the docs spells each rule out.
+
+    Examples:
+        >>> import tropical_gemm as tg
+        >>> sr = tg.get_semiring("min_plus")
+        >>> sr.add, sr.mul
+        ('min', 'plus')
+        >>> print(sr.zero("float32"), sr.one("float32"), sr.zero("int32"))
+        inf 0.0 2147483647
     """
 
     name: str
@@ -91,28 +99,44 @@ for _s in CATALOGUE:
         _BY_KEY[_name.replace("_", "")] = _s
 
 
+_BY_NAME: dict[str, Semiring] = {n: s for s in CATALOGUE for n in (s.name, *s.aliases)}
+
+
 def _normalise(name: str) -> str:
     return name.strip().lower().replace("-", "").replace("_", "").replace(" ", "")
 
 
 def semirings() -> tuple[str, ...]:
-    """The canonical semiring names, in catalogue order."""
+    """The canonical semiring names, in catalogue order.
+
+    Examples:
+        >>> import tropical_gemm as tg
+        >>> tg.semirings()
+        ('max_plus', 'min_plus', 'max_mul', 'max_min', 'min_max')
+    """
     return tuple(s.name for s in CATALOGUE)
 
 
 def get_semiring(name: "str | Semiring") -> Semiring:
     """Look a semiring up by any spelling: case, ``-`` and ``_`` do not matter.
 
-    >>> get_semiring("MaxPlus").name
-    'max_plus'
-
     Raises ``ValueError`` naming the valid semirings for an unknown name, and
     ``TypeError`` for something that is not a string.
+
+    Examples:
+        >>> import tropical_gemm as tg
+        >>> tg.get_semiring("MaxPlus").name
+        'max_plus'
+        >>> tg.get_semiring("bottleneck").name   # an alias
+        'max_min'
     """
     if isinstance(name, Semiring):
         return name
     if not isinstance(name, str):
         raise TypeError(f"semiring must be a string such as 'max_plus', got {type(name).__name__}")
+    exact = _BY_NAME.get(name)  # the spelling most calls use, without normalising
+    if exact is not None:
+        return exact
     found = _BY_KEY.get(_normalise(name))
     if found is None:
         raise ValueError(

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..jit import get_function, make_spec
+from ..dtypes import dtype_name
+from ..jit import KernelSpec, get_function, make_spec
 from ..jit.source import ELEMENTWISE_THREADS, tile_shape
 from ..semirings import Semiring
 
@@ -160,6 +161,9 @@ def _split_batches(batch: tuple[int, ...], arrays: list[Any]):
     than a kernel indexes is split on its leading dim, in ascending order, so
     the deterministic gradient order is kept.
     """
+    if len(batch) <= KERNEL_BATCH_DIMS:
+        yield arrays, batch
+        return
     strides = [batch_strides(x.shape, _element_strides(x), batch) for x in arrays]
     dims, _ = fold_batch(batch, strides)
     if len(dims) <= KERNEL_BATCH_DIMS:
@@ -235,46 +239,79 @@ def k_splits(tiles: int, k: int, sms: int) -> int:
     return max(1, min(-(-2 * sms // tiles), k // MIN_SPLIT_K))
 
 
-def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...],
-                    *, may_split: bool) -> None:
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
+@dataclass(frozen=True)
+class ForwardPlan:
+    """Everything a forward launch needs that follows from shapes and strides alone.
+
+    Plans are cached per call signature, so a repeated call (a training loop,
+    a small product in a Python loop) spends its host time on the launch and
+    not on re-deriving the tile family, layout, batch folding and arguments.
+    ``splits`` > 1 means: run as K slices instead (see ``_split_k``).
+    """
+
+    spec: KernelSpec
+    grid: int
+    block: int
+    scalars: tuple
+    swap_operands: bool
+    resolve: "KernelSpec | None"
+    resolve_grid: int
+    resolve_depth: np.int32
+    splits: int
+
+    def launch(self, a: Any, b: Any, c: Any, idx: Any) -> None:
+        first, second = (b, a) if self.swap_operands else (a, b)
+        args = (first, second, c, _NULL if idx is None else idx) + self.scalars
+        get_function(self.spec)((self.grid,), (self.block,), args)
+        if self.resolve is not None:  # the square argmax left slice numbers in idx
+            get_function(self.resolve)((self.resolve_grid,), (ELEMENTWISE_THREADS,), args + (self.resolve_depth,))
+
+
+_NULL = np.uintp(0)
+
+
+@lru_cache(maxsize=1024)
+def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                 b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str,
+                 argmax: bool, sms: int, may_split: bool) -> ForwardPlan:
+    """The launch for one batched product; strides are in elements, batch has at most 3 folded dims."""
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    op = "forward_argmax" if argmax else "forward"
     tile, transpose = choose_tile(m, n)
-    if may_split:
-        shape = tile_shape(make_spec("forward_argmax" if idx is not None else "forward", semiring.name,
-                                     c.dtype.name, tile=tile))
-        rows, cols = (n, m) if transpose else (m, n)
-        tiles = -(-rows // shape.bm) * -(-cols // shape.bn) * int(np.prod(batch, dtype=np.int64))
-        splits = k_splits(tiles, k, _sm_count(c.device.id))
-        if splits > 1:
-            _split_k(a, b, c, idx, semiring, batch, splits)
-            return
-    a_sm, a_sk = _element_strides(a)[-2:]
-    b_sk, b_sn = _element_strides(b)[-2:]
+    a_sm, a_sk = a_strides[-2:]
+    b_sk, b_sn = b_strides[-2:]
     c_sm, c_sn = n, 1
-    strides = [batch_strides(a.shape, _element_strides(a), batch), batch_strides(b.shape, _element_strides(b), batch)]
-    dims, (sa, sb) = fold_batch(batch, strides)
+    dims, (sa, sb) = fold_batch(batch, [batch_strides(a_shape, a_strides, batch),
+                                        batch_strides(b_shape, b_strides, batch)])
     if transpose:  # C^T (N×M) = B^T (N×K) ⊗ A^T (K×M): every ⊗ commutes
-        a, b = b, a
         m, n = n, m
         a_sm, a_sk, b_sk, b_sn = b_sn, b_sk, a_sk, a_sm
         c_sm, c_sn = c_sn, c_sm
         sa, sb = sb, sa
-    spec = make_spec(
-        "forward_argmax" if idx is not None else "forward", semiring.name, c.dtype.name,
-        a_layout=_layout(a_sm, a_sk), b_layout=_layout(b_sk, b_sn), tile=tile,
-    )
+    spec = make_spec(op, semiring, dtype, a_layout=_layout(a_sm, a_sk), b_layout=_layout(b_sk, b_sn), tile=tile)
     shape = tile_shape(spec)
     launch = Launch(m, n, k, dims, (sa, sb))
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * launch.batches
-    args = [a, b, c, idx if idx is not None else np.uintp(0)] + [
-        np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, launch.batches)
-    ] + launch.batch_args()
-    get_function(spec)((min(tiles, _GRID_LIMIT),), (shape.threads,), tuple(args))
-    if idx is not None and tile == "square":  # the kernel left slice numbers in idx
-        resolve = make_spec("argmax_resolve", semiring.name, c.dtype.name)
-        blocks = max(1, min(-(-m * n * launch.batches // ELEMENTWISE_THREADS), _GRID_LIMIT))
-        get_function(resolve)((blocks,), (ELEMENTWISE_THREADS,), tuple(args) + (np.int32(shape.bk),))
+    splits = k_splits(tiles, k, sms) if may_split else 1
+    scalars = tuple(np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, launch.batches))
+    resolve = make_spec("argmax_resolve", semiring, dtype) if argmax and tile == "square" else None
+    return ForwardPlan(
+        spec=spec, grid=min(tiles, _GRID_LIMIT), block=shape.threads,
+        scalars=scalars + tuple(launch.batch_args()), swap_operands=transpose, resolve=resolve,
+        resolve_grid=max(1, min(-(-m * n * launch.batches // ELEMENTWISE_THREADS), _GRID_LIMIT)),
+        resolve_depth=np.int32(shape.bk), splits=splits,
+    )
+
+
+def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...],
+                    *, may_split: bool) -> None:
+    plan = plan_forward(a.shape, _element_strides(a), b.shape, _element_strides(b), batch, dtype_name(c.dtype),
+                        semiring.name, idx is not None, _sm_count(c.device.id), may_split)
+    if plan.splits > 1:
+        _split_k(a, b, c, idx, semiring, batch, plan.splits)
+    else:
+        plan.launch(a, b, c, idx)
 
 
 def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...], splits: int) -> None:
@@ -324,28 +361,41 @@ def backward(grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deter
         batch = grad_c.shape[:-2]
         for (sg, si, sa, sb, sga, sgb), sub_batch in _split_batches(batch, [grad_c, argmax, a, b, grad_a, grad_b]):
             for op, grad in (("backward_a", sga), ("backward_b", sgb)):
-                _backward_launch(op, sg, si, sa, sb, grad, sga, sgb, semiring, sub_batch, deterministic)
+                _backward_launch(op, sg, si, sa, sb, grad, semiring, sub_batch, deterministic)
         return grad_a, grad_b
 
 
-def _backward_launch(op: str, g: Any, idx: Any, a: Any, b: Any, grad: Any, grad_a: Any, grad_b: Any,
-                     semiring: Semiring, batch: tuple[int, ...], deterministic: bool) -> None:
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
-    arrays = (a, b, grad_a, grad_b)
-    strides = [batch_strides(x.shape, _element_strides(x), batch) for x in arrays]
-    dims, folded = fold_batch(batch, strides)
+@lru_cache(maxsize=1024)
+def plan_backward(op: str, a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                  b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str,
+                  deterministic: bool) -> tuple[KernelSpec, int, tuple]:
+    """(spec, grid, scalar arguments) of one gradient scatter; the gradients are contiguous."""
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    grad_a_strides = _contiguous_strides(a_shape)
+    grad_b_strides = _contiguous_strides(b_shape)
+    shapes_strides = ((a_shape, a_strides), (b_shape, b_strides), (a_shape, grad_a_strides), (b_shape, grad_b_strides))
+    dims, folded = fold_batch(batch, [batch_strides(shape, strides, batch) for shape, strides in shapes_strides])
     launch = Launch(m, n, k, dims, tuple(folded))
-    spec = make_spec(op, semiring.name, a.dtype.name, deterministic=deterministic)
-    operand_batches = int(np.prod(grad.shape[:-2], dtype=np.int64))
-    if deterministic:
-        work = operand_batches * (m if op == "backward_a" else n)
-    else:
-        work = launch.batches * m * n
-    blocks = max(1, min(-(-work // ELEMENTWISE_THREADS), _GRID_LIMIT))
-    a_sm, a_sk = _element_strides(a)[-2:]
-    b_sk, b_sn = _element_strides(b)[-2:]
-    args = [g, a, b, idx, grad] + [
-        np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, launch.batches)
-    ] + launch.batch_args() + [np.int64(operand_batches)]
-    get_function(spec)((blocks,), (ELEMENTWISE_THREADS,), tuple(args))
+    own_shape = a_shape if op == "backward_a" else b_shape
+    operand_batches = int(np.prod(own_shape[:-2], dtype=np.int64))
+    work = operand_batches * (m if op == "backward_a" else n) if deterministic else launch.batches * m * n
+    scalars = tuple(np.int64(v) for v in (m, n, k, *a_strides[-2:], *b_strides[-2:], launch.batches))
+    return (make_spec(op, semiring, dtype, deterministic=deterministic),
+            max(1, min(-(-work // ELEMENTWISE_THREADS), _GRID_LIMIT)),
+            scalars + tuple(launch.batch_args()) + (np.int64(operand_batches),))
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def _backward_launch(op: str, g: Any, idx: Any, a: Any, b: Any, grad: Any, semiring: Semiring,
+                     batch: tuple[int, ...], deterministic: bool) -> None:
+    spec, grid, scalars = plan_backward(op, a.shape, _element_strides(a), b.shape, _element_strides(b), batch,
+                                        dtype_name(a.dtype), semiring.name, deterministic)
+    get_function(spec)((grid,), (ELEMENTWISE_THREADS,), (g, a, b, idx, grad) + scalars)

@@ -9,14 +9,21 @@ always mean the same kernel and a spec's name is stable across releases.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 
 from ..dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
 from ..semirings import get_semiring, semirings
 
-#: Forward products, plain and with the argmax; the second phase of the
-#: square-tile argmax (which k of the recorded slice won); the two gradient scatters.
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward_a", "backward_b")
+"""Forward products, plain and with the argmax; the second phase of the
+square-tile argmax (which k of the recorded slice won); the two gradient scatters.
+
+Examples:
+    >>> from tropical_gemm.jit import OPS
+    >>> "forward" in OPS and "backward_a" in OPS
+    True
+"""
 FORWARD_OPS: tuple[str, ...] = ("forward", "forward_argmax")
 BACKWARD_OPS: tuple[str, ...] = ("backward_a", "backward_b")
 
@@ -38,7 +45,16 @@ class KernelSpec:
 
     ``a_layout``/``b_layout``/``tile`` apply to forward ops; ``deterministic``
     applies to backward ops (a fixed-order scatter instead of atomics).
-    Construct through :func:`make_spec` or the catalogue, which validate.
+    Construct through [`make_spec`][tropical_gemm.jit.make_spec] or the
+    [`catalogue`][tropical_gemm.jit.catalogue], which validate.
+
+    Examples:
+        >>> from tropical_gemm.jit import make_spec
+        >>> spec = make_spec("forward", "MaxPlus", "float32", b_layout="col")
+        >>> spec.name
+        'tg_forward_max_plus_f32_rc_square'
+        >>> spec.as_dict()["semiring"], spec.as_dict()["b_layout"]
+        ('max_plus', 'col')
     """
 
     op: str
@@ -66,6 +82,7 @@ class KernelSpec:
         }
 
 
+@lru_cache(maxsize=4096)
 def make_spec(
     op: str,
     semiring: str,
@@ -78,7 +95,18 @@ def make_spec(
 ) -> KernelSpec:
     """A validated spec with canonical names; unused variant fields are normalised.
 
+    Cached: the CUDA engine asks for a spec on every call.
+
     Raises ``ValueError`` naming the valid values for any field that is off.
+
+    Examples:
+        >>> from tropical_gemm.jit import make_spec
+        >>> make_spec("backward_a", "min-plus", "float64", tile="skinny").name   # tile is a forward field
+        'tg_backward_a_min_plus_f64'
+        >>> make_spec("forward", "max_plus", "float16")
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown dtype 'float16'; valid values are float32, float64, int32, int64
     """
     _check("op", op, OPS)
     _check("dtype", dtype, SUPPORTED_DTYPES)
@@ -106,7 +134,16 @@ def catalogue(
     dtypes: "tuple[str, ...] | list[str] | None" = None,
     ops: "tuple[str, ...] | list[str] | None" = None,
 ) -> list[KernelSpec]:
-    """Every spec the library can build, optionally narrowed by semiring, dtype and op."""
+    """Every spec the library can build, optionally narrowed by semiring, dtype and op.
+
+    Examples:
+        >>> from tropical_gemm.jit import catalogue
+        >>> specs = catalogue(semirings_=["max_plus"], dtypes=["float32"], ops=["forward"])
+        >>> len(specs)                # 2 x 2 operand layouts x 2 tile families
+        8
+        >>> specs[0].name
+        'tg_forward_max_plus_f32_rr_square'
+    """
     chosen_semirings = [get_semiring(s).name for s in semirings_] if semirings_ else list(semirings())
     chosen_dtypes = list(dtypes) if dtypes else list(SUPPORTED_DTYPES)
     chosen_ops = list(ops) if ops else list(OPS)
