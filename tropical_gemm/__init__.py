@@ -17,6 +17,17 @@ from .semirings import Semiring, get_semiring, semirings
 
 try:
     __version__ = version("tropical-gemm-jit")
+    """The installed version of the ``tropical-gemm-jit`` distribution.
+
+    It is part of every kernel's cache key, so an upgrade never loads a kernel
+    built from older sources.
+
+    Examples:
+        >>> import tropical_gemm as tg
+        >>> from importlib.metadata import version
+        >>> tg.__version__ == version("tropical-gemm-jit")
+        True
+    """
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 

@@ -31,9 +31,13 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     when ``C`` is the semiring's zero (always the case when K = 0).  ``out`` is
     a C-contiguous array for ``C``, or with ``argmax=True`` a pair of them.
 
-    >>> import numpy as np, tropical_gemm as tg
-    >>> tg.matmul(np.array([[0., 1.]]), np.array([[2.], [0.]]), "max_plus")
-    array([[2.]])
+    Examples:
+        >>> import numpy as np, tropical_gemm as tg
+        >>> tg.matmul(np.array([[0., 1.]]), np.array([[2.], [0.]]), "max_plus")
+        array([[2.]])
+        >>> c, k = tg.matmul(np.array([[0., 1.]]), np.array([[2.], [0.]]), "min_plus", argmax=True)
+        >>> c, k   # min(0 + 2, 1 + 0) = 1, won by k = 1
+        (array([[1.]]), array([[1]], dtype=int32))
     """
     engine = select_engine(a, b)
     a, b = engine.as_array(a), engine.as_array(b)
@@ -59,7 +63,7 @@ def matmul_backward(
     *,
     deterministic: bool = False,
 ):
-    """Gradients ``(grad_a, grad_b)`` of a product, given ``argmax`` from :func:`matmul`.
+    """Gradients ``(grad_a, grad_b)`` of a product, given ``argmax`` from [`matmul`][tropical_gemm.matmul].
 
     The gradient of each ``C[i, j]`` goes to its winning ``k``: to both
     operands for ``max_plus``/``min_plus``, scaled by the other operand for
@@ -74,12 +78,13 @@ def matmul_backward(
     atomics, which flush subnormal results to zero; the deterministic mode
     keeps them.
 
-    >>> import numpy as np, tropical_gemm as tg
-    >>> a, b = np.array([[0., 3.]]), np.array([[1.], [1.]])
-    >>> c, k = tg.matmul(a, b, argmax=True)
-    >>> tg.matmul_backward(np.ones_like(c), a, b, k)
-    (array([[0., 1.]]), array([[0.],
-           [1.]]))
+    Examples:
+        >>> import numpy as np, tropical_gemm as tg
+        >>> a, b = np.array([[0., 3.]]), np.array([[1.], [1.]])
+        >>> c, k = tg.matmul(a, b, argmax=True)
+        >>> tg.matmul_backward(np.ones_like(c), a, b, k)   # only k = 1 won: a[0, 1] and b[1, 0] get it
+        (array([[0., 1.]]), array([[0.],
+               [1.]]))
     """
     engine = select_engine(grad_c, a, b, argmax)
     grad_c, a, b, argmax = (engine.as_array(x) for x in (grad_c, a, b, argmax))

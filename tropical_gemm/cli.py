@@ -1,10 +1,10 @@
-"""``tropical-gemm`` / ``python -m tropical_gemm``: warm-up, cache maintenance, demo.
+"""``tropical-gemm`` / ``python -m tropical_gemm``: info, bench, warm-up, cache maintenance, demo.
 
 Each subcommand is a :class:`Command`: a name, a one-line help, a function
 that adds its arguments and a function that runs it and returns the exit
 status.  A new subcommand is one more entry in :data:`COMMANDS`.  Only the
 chosen command's arguments are built, so ``tropical-gemm cache info`` never
-imports the demo (or CuPy).
+imports the demo or the benchmark (nor CuPy).
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .info import human_size
 from .jit.compiler import NvrtcUnavailableError, Target
 from .jit.spec import KernelSpec
+from .progress import ProgressBar
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,14 @@ def _run_warmup(args: argparse.Namespace) -> int:
     from .jit import default_registry, warmup
 
     bar = ProgressBar(sys.stderr)
+
+    def progress(done: int, total: int, spec: KernelSpec, target: Target) -> None:
+        bar.update(done, total, f"{spec.name} ({target.tag})")
+
     before = default_registry().stats()
     started = time.perf_counter()
     specs = warmup(semirings=_joined(args.semiring), dtypes=_joined(args.dtype), ops=_joined(args.op),
-                   arch=args.arch, workers=args.workers, progress=bar.update)
+                   arch=args.arch, workers=args.workers, progress=progress)
     bar.finish()
     after = default_registry().stats()
     summary = {
@@ -82,31 +88,6 @@ def _run_warmup(args: argparse.Namespace) -> int:
         print(f"{summary['builds']} kernel builds ({summary['compiled']} compiled, "
               f"{summary['already_cached']} already cached) in {summary['wall_seconds']:.1f} s; cache: {where}")
     return 0
-
-
-class ProgressBar:
-    """``[#####.....] 12/48 tg_forward_...`` redrawn in place on a terminal, nothing otherwise."""
-
-    WIDTH = 30
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self._live = bool(getattr(stream, "isatty", lambda: False)())
-        self._drawn = False
-
-    def update(self, done: int, total: int, spec: KernelSpec, target: Target) -> None:
-        if not self._live:
-            return
-        filled = self.WIDTH * done // max(total, 1)
-        line = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} {spec.name} ({target.tag})"
-        self._stream.write("\r\x1b[2K" + line)
-        self._stream.flush()
-        self._drawn = True
-
-    def finish(self) -> None:
-        if self._drawn:
-            self._stream.write("\n")
-            self._stream.flush()
 
 
 # ---- cache -------------------------------------------------------------------------------------
@@ -166,33 +147,17 @@ def _cache() -> Any:
 
 
 def _run_cache_info(args: argparse.Namespace) -> int:
-    from .jit.disk_cache import FORMAT_VERSION, disk_cache_enabled
+    from .info import cache_report
 
-    cache = _cache()
-    entries = cache.entries()
-    per_target: dict[str, dict[str, int]] = {}
-    for entry in entries:
-        slot = per_target.setdefault(entry.metadata.target, {"entries": 0, "bytes": 0})
-        slot["entries"] += 1
-        slot["bytes"] += entry.size
-    info = {
-        "cache_dir": str(cache.root) if cache.root is not None else None,
-        "enabled": disk_cache_enabled(),
-        "exists": bool(cache.root and cache.root.is_dir()),
-        "format_version": FORMAT_VERSION,
-        "entries": len(entries),
-        "bytes": sum(e.size for e in entries),
-        "targets": per_target,
-        "nvrtc_version": _nvrtc_version_or_none(),
-    }
+    info = {**cache_report(), "nvrtc_version": _nvrtc_version_or_none()}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
     print(f"cache dir:   {info['cache_dir'] or '(disabled by TROPICAL_GEMM_DISABLE_DISK_CACHE)'}")
-    print(f"format:      v{FORMAT_VERSION}")
-    print(f"entries:     {info['entries']} ({_human(info['bytes'])})")
-    for target, slot in sorted(per_target.items()):
-        print(f"  {target:<12} {slot['entries']:>5} entries  {_human(slot['bytes']):>9}")
+    print(f"format:      v{info['format_version']}")
+    print(f"entries:     {info['entries']} ({human_size(info['bytes'])})")
+    for target, slot in sorted(info["targets"].items()):
+        print(f"  {target:<12} {slot['entries']:>5} entries  {human_size(slot['bytes']):>9}")
     print(f"NVRTC:       {info['nvrtc_version'] or 'not available'}")
     return 0
 
@@ -221,7 +186,7 @@ def _run_cache_list(args: argparse.Namespace) -> int:
     for e in entries:
         used = datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M")
         print(f"{e.metadata.name:<48} {e.metadata.target:<12} nvrtc {e.metadata.nvrtc_version:<6} "
-              f"{_human(e.size):>9}  used {used}")
+              f"{human_size(e.size):>9}  used {used}")
     return 0
 
 
@@ -243,8 +208,8 @@ def _run_cache_prune(args: argparse.Namespace) -> int:
         print(json.dumps({"removed": result.removed, "freed_bytes": result.freed_bytes,
                           "remaining_bytes": result.remaining_bytes}))
     else:
-        print(f"removed {result.removed} entries ({_human(result.freed_bytes)}); "
-              f"{_human(result.remaining_bytes)} remain in {cache.root}")
+        print(f"removed {result.removed} entries ({human_size(result.freed_bytes)}); "
+              f"{human_size(result.remaining_bytes)} remain in {cache.root}")
     return 0
 
 
@@ -266,13 +231,33 @@ def _run_cache_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+# ---- info and bench ----------------------------------------------------------------------------
+
+
+def _add_info_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(handler=_run_info)
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    from .info import collect, format_report
+
+    report = collect()
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    from .bench import add_bench_arguments
+
+    add_bench_arguments(parser)
+    parser.set_defaults(handler=_run_bench)
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from .bench import run_bench
+
+    return run_bench(args, ProgressBar(sys.stderr))
 
 
 # ---- demo --------------------------------------------------------------------------------------
@@ -296,6 +281,10 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 # ---- main --------------------------------------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
+    Command("info", "versions, GPUs, NVRTC, the kernel cache, and which engines are usable (and why not)",
+            _add_info_arguments),
+    Command("bench", "a short throughput and start-up benchmark on the GPU, or the CPU without one",
+            _add_bench_arguments),
     Command("warmup", "compile kernels into the disk cache ahead of time (no GPU needed with --arch)",
             _add_warmup_arguments),
     Command("cache", "inspect and maintain the kernel cache: info, list, clear, prune, export, import",
@@ -311,7 +300,8 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     """The parser, with arguments only for ``command`` (the others are listed, not built)."""
     parser = argparse.ArgumentParser(
         prog="tropical-gemm",
-        description="Tropical matrix products on GPUs and CPUs: kernel cache tools and demo.",
+        description="Tropical matrix products on GPUs and CPUs: diagnostics, benchmark, kernel cache "
+                    "tools and demo.",
     )
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log compiles and cache hits (logger tropical_gemm.jit) to stderr")

@@ -324,13 +324,19 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
     float32, float64, int32 or int64 (both the same), and both tensors sit on
     one device (cpu or cuda).  Differentiable in ``a`` and ``b`` for float
     dtypes; the gradient of each ``C[i, j]`` goes through its winning ``k``
-    as in :func:`tropical_gemm.matmul_backward`.  When no gradient is needed
-    (integers, ``torch.no_grad``, inputs without ``requires_grad``) the argmax
-    is not computed at all.
+    as in [`matmul_backward`][tropical_gemm.matmul_backward].  When no gradient
+    is needed (integers, ``torch.no_grad``, inputs without ``requires_grad``)
+    the argmax is not computed at all.
 
-    >>> import torch
-    >>> tropical_matmul(torch.tensor([[0., 1.]]), torch.tensor([[2.], [0.]]))
-    tensor([[2.]])
+    Examples:
+        >>> import torch
+        >>> from tropical_gemm.torch import tropical_matmul
+        >>> tropical_matmul(torch.tensor([[0., 1.]]), torch.tensor([[2.], [0.]]))
+        tensor([[2.]])
+        >>> a = torch.tensor([[0., 3.]], requires_grad=True)
+        >>> tropical_matmul(a, torch.tensor([[1.], [1.]]), "max_plus").sum().backward()
+        >>> a.grad                             # only k = 1 won
+        tensor([[0., 1.]])
     """
     _check_tensors(a, b)
     name = _semiring_name(semiring)
@@ -344,7 +350,15 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
 
     ``argmax`` is int32 (int64 once K >= 2**31), ``-1`` where the value is the
     semiring's zero, and never requires grad; ``values`` is differentiable as
-    in :func:`tropical_matmul`.  Use ``argmax.long()`` to index with it.
+    in [`tropical_matmul`][tropical_gemm.torch.tropical_matmul].  Use
+    ``argmax.long()`` to index with it.
+
+    Examples:
+        >>> import torch
+        >>> from tropical_gemm.torch import tropical_matmul_with_argmax
+        >>> values, argmax = tropical_matmul_with_argmax(torch.tensor([[0., 3.]]), torch.tensor([[1.], [1.]]))
+        >>> values, argmax
+        (tensor([[4.]]), tensor([[1]], dtype=torch.int32))
     """
     _check_tensors(a, b)
     return _matmul_with_argmax_op(a, b, _semiring_name(semiring))
@@ -373,6 +387,17 @@ class TropicalLinear(nn.Module):
     alone: the inputs (every output picks the same few inputs), or the weights
     (each output keeps its winner whatever the input, and trains one weight).
     Scale inputs to about unit spread, as for ``nn.Linear``.
+
+    Examples:
+        >>> import torch
+        >>> from tropical_gemm.torch import TropicalLinear
+        >>> layer = TropicalLinear(4, 2, "max_plus")
+        >>> y = layer(torch.randn(8, 3, 4))    # any leading shape
+        >>> y.shape
+        torch.Size([8, 3, 2])
+        >>> y.sum().backward()
+        >>> layer.weight.grad.shape, layer.bias.grad.shape
+        (torch.Size([2, 4]), torch.Size([2]))
     """
 
     def __init__(

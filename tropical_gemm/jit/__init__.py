@@ -1,12 +1,18 @@
 """Lazy, per-kernel JIT compilation with a persistent, verified disk cache.
 
-Each CUDA kernel (a :class:`KernelSpec`) is compiled with NVRTC the first
+Each CUDA kernel (a ``KernelSpec``) is compiled with NVRTC the first
 time it is requested, stored on disk on its own behind a file lock, and
 loaded into CuPy; later requests in the process are a dict lookup, and later
 processes load the cached binary in about a millisecond.  See docs/jit.md.
 
 Importing this module does not import CuPy; the CUDA engine's
-:func:`get_function` and the compile functions do, on first use.
+``get_function`` and the compile functions do, on first use.
+
+Examples:
+    >>> import tropical_gemm.jit as jit
+    >>> spec = jit.make_spec("forward", "max_plus", "float32")
+    >>> jit.compile_spec(spec, "sm_90").binary[1:4]   # NVRTC only: no GPU needed
+    b'ELF'
 """
 
 from __future__ import annotations
@@ -61,7 +67,14 @@ _registry_guard = threading.Lock()
 
 
 def default_registry() -> Registry:
-    """The process-wide registry behind :func:`get_function` and :func:`stats`."""
+    """The process-wide registry behind [`get_function`][tropical_gemm.jit.get_function] and
+    [`stats`][tropical_gemm.jit.stats].
+
+    Examples:
+        >>> from tropical_gemm.jit import default_registry
+        >>> default_registry() is default_registry()
+        True
+    """
     global _registry
     if _registry is None:
         with _registry_guard:
@@ -77,6 +90,14 @@ def get_function(spec: KernelSpec, device: int | None = None) -> Any:
     Launch it as ``fn(grid, block, args, shared_mem=0, stream=None)`` with
     ``grid`` and ``block`` tuples and ``args`` a tuple of CuPy arrays and
     NumPy scalars of the exact C types the kernel declares.
+
+    Examples:
+        Needs a GPU (this is what the CUDA engine calls for every launch):
+
+        >>> from tropical_gemm.jit import get_function, make_spec
+        >>> kernel = get_function(make_spec("forward", "max_plus", "float32"))  # doctest: +SKIP
+        >>> kernel.__class__.__name__                                            # doctest: +SKIP
+        'Function'
     """
     registry = _registry or default_registry()
     return registry.get_function(spec, device)
@@ -87,6 +108,14 @@ def compile_spec(spec: KernelSpec, arch: Any) -> BuildOutcome:
 
     Returns the binary and how it was obtained (``outcome.compiled`` is False
     when it came from the cache).  Nothing is loaded.
+
+    Examples:
+        >>> from tropical_gemm.jit import compile_spec, make_spec
+        >>> spec = make_spec("backward_b", "max_plus", "float32")
+        >>> first = compile_spec(spec, "sm_90")
+        >>> again = compile_spec(spec, "sm_90")     # now from the disk cache
+        >>> again.compiled, again.binary == first.binary
+        (False, True)
     """
     return default_registry().build(spec, resolve_target(arch))
 
@@ -95,10 +124,27 @@ def stats() -> dict[str, Any]:
     """Counters for this process: ``compiled``, ``disk_hits``, ``memory_hits``,
     ``compile_seconds``, ``load_seconds``, ``ready_seconds`` (all time spent making
     kernels ready: source, cache, compile, load), ``loads``, ``kernels_in_memory``,
-    ``foreign_nvrtc_hits``, ``corrupt_replaced``, and the cache's location and state."""
+    ``foreign_nvrtc_hits``, ``corrupt_replaced``, and the cache's location and state.
+
+    Examples:
+        >>> from tropical_gemm.jit import compile_spec, make_spec, stats
+        >>> def builds():
+        ...     return stats()["compiled"] + stats()["disk_hits"]
+        >>> before = builds()
+        >>> _ = compile_spec(make_spec("backward_a", "min_plus", "float32"), "sm_90")
+        >>> builds() - before                  # compiled now, or found on disk
+        1
+    """
     return default_registry().stats()
 
 
 def prune(max_bytes: int) -> PruneResult:
-    """Shrink the disk cache to at most ``max_bytes``, removing least recently used kernels first."""
+    """Shrink the disk cache to at most ``max_bytes``, removing least recently used kernels first.
+
+    Examples:
+        >>> from tropical_gemm.jit import prune
+        >>> result = prune(200 * 2**20)        # keep at most 200 MiB
+        >>> result.remaining_bytes <= 200 * 2**20
+        True
+    """
     return default_cache().prune(max_bytes)

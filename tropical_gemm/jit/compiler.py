@@ -6,7 +6,7 @@ current device even when an arch is given, so it cannot compile ahead of time
 on a machine without a GPU (CI, login nodes).  The binding needs only the
 NVRTC library, which the ``nvidia-cuda-nvrtc`` wheel provides.
 
-Options are fixed (:data:`COMPILE_OPTIONS`) and become part of the disk-cache
+Options are fixed (``COMPILE_OPTIONS``) and become part of the disk-cache
 key.  None of them may change numerics: results must stay bit-identical with
 the CPU engine, so flush-to-zero, fast division/square root and FMA
 contraction are switched off explicitly instead of relying on defaults.
@@ -21,8 +21,6 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Union
 
-#: Every option passed to NVRTC besides ``-arch``.  Changing this tuple changes
-#: every cache key, which is what we want: old binaries were built differently.
 COMPILE_OPTIONS: tuple[str, ...] = (
     "--std=c++17",
     "--ftz=false",
@@ -30,6 +28,17 @@ COMPILE_OPTIONS: tuple[str, ...] = (
     "--prec-sqrt=true",
     "--fmad=false",
 )
+"""Every option passed to NVRTC besides ``-arch``.
+
+Changing this tuple changes every cache key, which is what we want: old
+binaries were built differently.  No flush-to-zero, IEEE division and square
+root, no FMA contraction: GPU results stay bit-identical with the CPU engine.
+
+Examples:
+    >>> from tropical_gemm.jit import COMPILE_OPTIONS
+    >>> "--fmad=false" in COMPILE_OPTIONS and "--ftz=false" in COMPILE_OPTIONS
+    True
+"""
 
 NVRTC_INSTALL_HINT = "pip install nvidia-cuda-nvrtc cupy-cuda13x"
 
@@ -39,11 +48,32 @@ _ARCH_PATTERN = re.compile(r"^(?:(sm|compute)_?)?(?:(\d{2,3})|(\d{1,2})\.(\d))$"
 
 
 class NvrtcUnavailableError(RuntimeError):
-    """NVRTC (or CuPy's binding to it) cannot be loaded on this machine."""
+    """NVRTC (or CuPy's binding to it) cannot be loaded on this machine.
+
+    The message names the wheels to install (``pip install nvidia-cuda-nvrtc
+    cupy-cuda13x``); no CUDA toolkit is needed.
+
+    Examples:
+        >>> from tropical_gemm.jit import NvrtcUnavailableError, resolve_target
+        >>> try:
+        ...     target = resolve_target("sm_90")
+        ... except NvrtcUnavailableError as exc:   # prints which wheels to install
+        ...     print(exc)
+    """
 
 
 class CompileError(RuntimeError):
-    """NVRTC rejected a program; ``log`` holds its diagnostics verbatim."""
+    """NVRTC rejected a program; ``log`` holds its diagnostics verbatim.
+
+    Examples:
+        >>> from tropical_gemm.jit import CompileError, Target
+        >>> from tropical_gemm.jit.compiler import compile_program
+        >>> try:
+        ...     compile_program("this is not CUDA", "broken", Target("cubin", 90))
+        ... except CompileError as exc:
+        ...     print(exc.kernel, exc.target, "error" in exc.log)
+        broken sm_90 True
+    """
 
     def __init__(self, message: str, *, kernel: str, target: str, log: str) -> None:
         super().__init__(message)
@@ -53,7 +83,15 @@ class CompileError(RuntimeError):
 
 
 class UnsupportedArchError(ValueError):
-    """An arch string that is malformed or older than anything NVRTC can build."""
+    """An arch string that is malformed or older than anything NVRTC can build.
+
+    Examples:
+        >>> from tropical_gemm.jit import resolve_target
+        >>> resolve_target("sm_90a")
+        Traceback (most recent call last):
+        ...
+        tropical_gemm.jit.compiler.UnsupportedArchError: cannot read 'sm_90a' as a GPU architecture; write it like 'sm_90', 'compute_90', '90', '9.0' or (9, 0)
+    """
 
 
 @dataclass(frozen=True)
@@ -63,6 +101,13 @@ class Target:
     ``cc`` is the compute capability as an integer (90 for sm_90).  A cubin
     runs only on its own architecture family; PTX runs on that compute
     capability and every later one, at the price of a driver JIT at load.
+
+    Examples:
+        >>> from tropical_gemm.jit import Target
+        >>> Target("cubin", 90).tag, Target("ptx", 120).tag
+        ('sm_90', 'compute_120')
+        >>> Target("cubin", 90).options[:2]
+        ('-arch=sm_90', '--std=c++17')
     """
 
     kind: str  # "cubin" or "ptx"
@@ -81,7 +126,15 @@ class Target:
 
 @dataclass(frozen=True)
 class CompiledKernel:
-    """The output of one NVRTC run, with what the cache records about it."""
+    """The output of one NVRTC run, with what the cache records about it.
+
+    Examples:
+        >>> from tropical_gemm.jit import Target
+        >>> from tropical_gemm.jit.compiler import compile_program
+        >>> kernel = compile_program('extern "C" __global__ void k() {}', "k", Target("cubin", 90))
+        >>> kernel.target.tag, kernel.binary[1:4], kernel.options[0]
+        ('sm_90', b'ELF', '-arch=sm_90')
+    """
 
     binary: bytes
     target: Target
@@ -150,6 +203,17 @@ def resolve_target(arch: ArchLike) -> Target:
     unlisted one between two it knows) gets PTX for the highest supported
     arch below it, which the driver JIT-compiles at load: slower to load, but
     correct.  ``compute_XY`` asks for PTX explicitly.
+
+    Examples:
+        >>> from tropical_gemm.jit import resolve_target
+        >>> resolve_target("sm_90")
+        Target(kind='cubin', cc=90)
+        >>> resolve_target("9.0") == resolve_target((9, 0)) == resolve_target(90)
+        True
+        >>> resolve_target("compute_90")
+        Target(kind='ptx', cc=90)
+        >>> resolve_target("sm_990").kind        # newer than this NVRTC knows: PTX for its newest arch
+        'ptx'
     """
     family, cc = parse_arch(arch)
     supported = supported_archs()
@@ -167,7 +231,7 @@ def resolve_target(arch: ArchLike) -> Target:
 def compile_program(source: str, entry_name: str, target: Target) -> CompiledKernel:
     """Compile ``source`` for ``target`` and check that ``entry_name`` is in the result.
 
-    Raises :class:`CompileError` with NVRTC's log and the kernel name when
+    Raises ``CompileError`` with NVRTC's log and the kernel name when
     NVRTC fails or when the program does not define the ``extern "C"`` entry
     point the registry will look up (a mistake a GPU would only report later).
     """

@@ -1,6 +1,6 @@
 """The per-kernel disk cache: one verified binary per (source, options, target, NVRTC).
 
-Layout under :func:`cache_dir`::
+Layout under ``cache_dir()``::
 
     v1/                                  cache format version
       sm_90/                             target: cubin for sm_90 (compute_90: PTX)
@@ -67,14 +67,26 @@ ENV_STRICT_NVRTC = "TROPICAL_GEMM_CACHE_STRICT_NVRTC"
 DEFAULT_LOCK_TIMEOUT = 60.0
 
 #: Temp files and half-written entries older than this are debris from a
-#: crashed writer, and :meth:`DiskCache.prune` removes them.
+#: crashed writer, and ``DiskCache.prune`` removes them.
 STALE_SECONDS = 3600.0
 
 log = logging.getLogger("tropical_gemm.jit")
 
 
 class DiskCacheWarning(RuntimeWarning):
-    """The disk cache could not be used as asked; the process carries on without it."""
+    """The disk cache could not be used as asked; the process carries on without it.
+
+    It is issued once per process and cache directory, with the reason and
+    the setting that fixes it (``TROPICAL_GEMM_CACHE_DIR``).  A read-only
+    image that is pre-populated on purpose can silence it.
+
+    Examples:
+        >>> import warnings
+        >>> from tropical_gemm.jit import DiskCacheWarning
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", DiskCacheWarning)
+        ...     # products whose kernels cannot be cached stay quiet here
+    """
 
 
 def _env_flag(name: str) -> bool:
@@ -82,7 +94,16 @@ def _env_flag(name: str) -> bool:
 
 
 def cache_dir() -> Path:
-    """Where kernels are cached: ``$TROPICAL_GEMM_CACHE_DIR``, else the platform's user cache dir."""
+    """Where kernels are cached: ``$TROPICAL_GEMM_CACHE_DIR``, else the platform's user cache dir.
+
+    Examples:
+        >>> import os
+        >>> from tropical_gemm.jit import cache_dir
+        >>> str(cache_dir()) == os.environ.get("TROPICAL_GEMM_CACHE_DIR", str(cache_dir()))
+        True
+        >>> cache_dir()                        # doctest: +SKIP
+        PosixPath('/home/me/.cache/tropical-gemm')
+    """
     configured = os.environ.get(ENV_CACHE_DIR)
     if configured:
         return Path(configured).expanduser()
@@ -259,7 +280,14 @@ class CachedBinary:
 
 @dataclass(frozen=True)
 class BuildOutcome:
-    """What :meth:`DiskCache.get_or_build` did to produce a binary."""
+    """What the cache did to produce a binary: read it (``compiled`` False) or compile and store it.
+
+    Examples:
+        >>> from tropical_gemm.jit import compile_spec, make_spec
+        >>> outcome = compile_spec(make_spec("backward_b", "min_plus", "float32"), "sm_90")
+        >>> outcome.exact, outcome.path.suffix     # built by this NVRTC, stored as a cubin
+        (True, '.cubin')
+    """
 
     binary: bytes
     compiled: bool  # False: read from disk
@@ -272,7 +300,7 @@ class BuildOutcome:
 
 @dataclass(frozen=True)
 class EntryInfo:
-    """One entry as ``cache list`` and :meth:`DiskCache.prune` see it."""
+    """One entry as ``cache list`` and ``DiskCache.prune`` see it."""
 
     metadata: EntryMetadata
     payload_path: Path
@@ -283,6 +311,15 @@ class EntryInfo:
 
 @dataclass(frozen=True)
 class PruneResult:
+    """What [`prune`][tropical_gemm.jit.prune] did: entries removed, bytes freed, bytes left.
+
+    Examples:
+        >>> from tropical_gemm.jit import prune
+        >>> result = prune(2**40)              # 1 TiB: nothing needs to go
+        >>> result.removed, result.freed_bytes
+        (0, 0)
+    """
+
     removed: int
     freed_bytes: int
     remaining_bytes: int
@@ -291,7 +328,7 @@ class PruneResult:
 class DiskCache:
     """The cache under one root directory.  ``root=None`` means disk caching is off.
 
-    Obtain instances through :func:`default_cache` so that each root warns at
+    Obtain instances through ``default_cache()`` so that each root warns at
     most once per process.
     """
 
@@ -513,8 +550,10 @@ class DiskCache:
                     pass
 
     def _disable_writes(self, message: str) -> None:
+        """Stop writing for this process, and say once which setting moves the cache somewhere usable."""
         self._writable = False
-        self.warn_once("unwritable", f"{message}; kernels compiled from now on stay in memory for this process")
+        self.warn_once("unwritable", f"{message}; kernels compiled from now on stay in memory for this process. "
+                                     f"Set {ENV_CACHE_DIR} to a writable directory with free space to cache them")
 
     def warn_once(self, topic: str, message: str) -> None:
         with self._warn_guard:

@@ -37,7 +37,20 @@ Loader = Callable[[bytes, str, int], Any]
 
 
 class KernelLoadError(RuntimeError):
-    """The CUDA driver refused a binary that NVRTC produced and the cache verified."""
+    """The CUDA driver refused a binary that NVRTC produced and the cache verified.
+
+    Usually the driver is older than the NVRTC that compiled the binary:
+    update the driver, or install the NVRTC wheel that matches it.
+
+    Examples:
+        Needs a GPU:
+
+        >>> from tropical_gemm.jit import KernelLoadError, get_function, make_spec
+        >>> try:                                                   # doctest: +SKIP
+        ...     kernel = get_function(make_spec("forward", "max_plus", "float32"))
+        ... except KernelLoadError as exc:
+        ...     print(exc)         # which kernel, which target, which file, the driver's error
+    """
 
 
 def load_cupy_function(binary: bytes, entry_name: str, device_id: int) -> Any:
@@ -78,12 +91,23 @@ def build_request(spec: KernelSpec, target: Target, source: str) -> BuildRequest
 
 
 class Registry:
-    """Loaded kernels and the counters behind :func:`tropical_gemm.jit.stats`.
+    """Loaded kernels and the counters behind [`stats`][tropical_gemm.jit.stats].
 
     ``cache`` is called on every build (not on memory hits) so that a change
     of ``TROPICAL_GEMM_CACHE_DIR`` takes effect for kernels not yet loaded.
     ``source``, ``loader`` and ``target_for_device`` are the stages around the
     cache; tests replace them to run without the CUDA sources or a GPU.
+
+    Examples:
+        A registry whose "GPU" is an sm_90 that records what it would load:
+
+        >>> from tropical_gemm.jit import Registry, make_spec, resolve_target
+        >>> registry = Registry(loader=lambda binary, name, device: name,
+        ...                     target_for_device=lambda device: resolve_target("sm_90"))
+        >>> registry.get_function(make_spec("backward_b", "max_plus", "float32"), device=0)
+        'tg_backward_b_max_plus_f32'
+        >>> registry.stats()["kernels_in_memory"]
+        1
     """
 
     def __init__(self, *, loader: Loader = load_cupy_function,

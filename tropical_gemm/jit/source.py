@@ -114,5 +114,14 @@ def fragment(spec: KernelSpec) -> str:
 
 
 def kernel_source(spec: KernelSpec) -> str:
-    """The complete program for one spec: preamble plus its fragment."""
+    """The complete program for one spec: preamble plus its fragment.
+
+    This text is what NVRTC compiles and what the cache key hashes.
+
+    Examples:
+        >>> from tropical_gemm.jit import kernel_source, make_spec
+        >>> source = kernel_source(make_spec("forward", "max_plus", "float32"))
+        >>> 'extern "C" __global__' in source and "tg_forward_max_plus_f32_rr_square" in source
+        True
+    """
     return f"{preamble()}\n// ---- fragment: {spec.name}\n{fragment(spec)}"

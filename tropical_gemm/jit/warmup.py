@@ -2,7 +2,7 @@
 
 Useful for images, clusters and CI: compile the kernels a workload needs for
 the GPUs it will meet (``arch=["sm_80", "sm_90"]``) on any machine, GPU or
-not, then ship the cache directory or a bundle (:mod:`tropical_gemm.jit.bundle`).
+not, then ship the cache directory or a bundle (``tropical_gemm.jit.bundle``).
 
 Compiles run in threads: NVRTC releases the GIL while it works, and each
 kernel is a separate program, so N workers give close to N times the rate
@@ -45,6 +45,12 @@ def warmup(
     separated string), or ``None`` for the current GPU.  Kernels already in
     the cache are read and verified, not recompiled.  The first compile error
     stops the run and is raised (kernels finished by then stay cached).
+
+    Examples:
+        >>> from tropical_gemm.jit import warmup
+        >>> specs = warmup(semirings="max_plus", dtypes="float32", ops="backward_b", arch="sm_80,sm_90")
+        >>> [spec.name for spec in specs]      # each compiled for both targets, no GPU needed
+        ['tg_backward_b_max_plus_f32', 'tg_backward_b_max_plus_f32_det']
     """
     from . import default_registry
 
