@@ -151,7 +151,9 @@ class BuildRequest:
     name: str  # the extern "C" entry point
     source: str
     target: Target
-    nvrtc_version: tuple[int, int]
+    # None for a probe: "this program from any NVRTC", which a warm start
+    # uses so that it never has to load the NVRTC library at all.
+    nvrtc_version: tuple[int, int] | None
     package_version: str
     spec: Mapping[str, Any] | None = field(default=None, compare=False)
 
@@ -365,6 +367,8 @@ class DiskCache:
         if self.root is None:
             return None
         directory = self.target_dir(request.target.tag)
+        if request.nvrtc_version is None:  # a probe: the newest cubin of this program, if allowed
+            return None if self.strict_nvrtc else self._lookup_other_nvrtc(directory, request)
         exact = self._read_verified(directory / f"{request.stem}.json", request, expect_exact=True)
         if exact is not None or self.strict_nvrtc or request.target.kind != "cubin":
             return exact
@@ -382,7 +386,7 @@ class DiskCache:
         def preference(name: str) -> tuple[bool, tuple[int, ...]]:
             version = name[len(prefix):-len(".json")]
             parts = tuple(int(p) for p in version.split(".") if p.isdigit())
-            return (parts[:1] == ours[:1], parts)
+            return (ours is not None and parts[:1] == ours[:1], parts)
 
         for candidate in sorted(names, key=preference, reverse=True):
             found = self._read_verified(directory / candidate, request, expect_exact=False)
@@ -421,7 +425,8 @@ class DiskCache:
             self._report_corrupt(payload_path, problem)
             return None
         _touch(payload_path)
-        return CachedBinary(payload, metadata, payload_path, exact=metadata.key == request.key)
+        exact = request.nvrtc_version is not None and metadata.key == request.key
+        return CachedBinary(payload, metadata, payload_path, exact=exact)
 
     @staticmethod
     def _metadata_mismatch(metadata: EntryMetadata, request: BuildRequest, meta_path: Path,

@@ -82,12 +82,23 @@ def device_target(device_id: int) -> Target:
     return resolve_target(f"sm_{cupy.cuda.Device(device_id).compute_capability}")
 
 
-def build_request(spec: KernelSpec, target: Target, source: str) -> BuildRequest:
-    """Everything the cache key of ``spec``'s binary for ``target`` depends on."""
+def build_request(spec: KernelSpec, target: Target, source: str, *, probe: bool = False) -> BuildRequest:
+    """Everything the cache key of ``spec``'s binary for ``target`` depends on.
+
+    A probe leaves the NVRTC version open: it asks for this program from any
+    NVRTC, without loading the NVRTC library (about 15 ms) to find its version.
+    """
     return BuildRequest(
-        name=spec.name, source=source, target=target, nvrtc_version=nvrtc_version(),
+        name=spec.name, source=source, target=target, nvrtc_version=None if probe else nvrtc_version(),
         package_version=__version__, spec=spec.as_dict(),
     )
+
+
+def device_cubin_target(device_id: int) -> Target:
+    """The GPU's own cubin target, known without asking NVRTC which archs it supports."""
+    import cupy
+
+    return Target("cubin", int(cupy.cuda.Device(device_id).compute_capability))
 
 
 class Registry:
@@ -118,6 +129,9 @@ class Registry:
         self._loader = loader
         self._cache = cache
         self._target_for_device = target_for_device
+        # The warm-start probe needs the GPU's arch but not NVRTC; a replaced
+        # target stage (tests, no GPU) stands in for it.
+        self._probe_target = device_cubin_target if target_for_device is device_target else target_for_device
         self._functions: dict[tuple[KernelSpec, int], Any] = {}
         self._build_locks: dict[tuple[KernelSpec, int], threading.Lock] = {}
         self._targets: dict[int, Target] = {}
@@ -146,8 +160,15 @@ class Registry:
                 with self._guard:
                     self._counts["memory_hits"] += 1
                 return function
+            source, cache = self._source(spec), self._cache()
+            function = self._warm_load(spec, device, source, cache)
+            if function is not None:
+                self._functions[key] = function
+                with self._guard:
+                    self._seconds["ready_seconds"] += time.perf_counter() - started
+                return function
             target = self._target(device)
-            outcome = self.build(spec, target)
+            outcome = self.build(spec, target, source=source, cache=cache)
             try:
                 function = self._timed_load(outcome.binary, spec.name, device)
             except Exception as exc:
@@ -158,11 +179,31 @@ class Registry:
                     ) from exc
                 log.warning("cubin for %s built by another NVRTC version does not load here (%s); "
                             "compiling it with this NVRTC", spec.name, exc)
-                outcome = self.build(spec, target, accept_other_nvrtc=False)
+                outcome = self.build(spec, target, accept_other_nvrtc=False, source=source, cache=cache)
                 function = self._timed_load(outcome.binary, spec.name, device)
             self._functions[key] = function
         with self._guard:
             self._seconds["ready_seconds"] += time.perf_counter() - started
+        return function
+
+    def _warm_load(self, spec: KernelSpec, device: int, source: str, cache: DiskCache) -> Any:
+        """The common warm start: a verified cubin for this GPU's arch, loaded without NVRTC.
+
+        Returns None (and the full path runs: target from NVRTC, exact key,
+        compile on a miss) when there is no such entry, when the driver
+        refuses it, or when only the exact NVRTC version may be used.
+        """
+        found = cache.lookup(build_request(spec, self._probe_target(device), source, probe=True))
+        if found is None:
+            return None
+        try:
+            function = self._timed_load(found.binary, spec.name, device)
+        except Exception as exc:  # e.g. a cubin from a newer NVRTC than this driver loads
+            log.info("cached cubin %s does not load here (%s); resolving with NVRTC", found.path, exc)
+            return None
+        with self._guard:
+            self._counts["disk_hits"] += 1
+        log.info("disk hit %s for %s: %s (found without loading NVRTC)", spec.name, found.metadata.target, found.path)
         return function
 
     def _build_lock(self, key: tuple[KernelSpec, int]) -> threading.Lock:
@@ -186,10 +227,11 @@ class Registry:
             self._seconds["load_seconds"] += time.perf_counter() - started
         return function
 
-    def build(self, spec: KernelSpec, target: Target, *, accept_other_nvrtc: bool = True) -> BuildOutcome:
+    def build(self, spec: KernelSpec, target: Target, *, accept_other_nvrtc: bool = True,
+              source: str | None = None, cache: DiskCache | None = None) -> BuildOutcome:
         """The binary for ``spec`` on ``target``, from the disk cache or compiled into it (not loaded)."""
-        request = build_request(spec, target, self._source(spec))
-        outcome = self._cache().get_or_build(
+        request = build_request(spec, target, self._source(spec) if source is None else source)
+        outcome = (self._cache() if cache is None else cache).get_or_build(
             request, lambda: compile_program(request.source, request.name, target),
             accept_other_nvrtc=accept_other_nvrtc,
         )
