@@ -111,8 +111,9 @@ def test_cuda_default_backward_agrees_with_deterministic_mode(case):
 
     With grad_c = 1 every contribution is exactly 1 except for max_mul (the
     other operand), so sums must match exactly; for max_mul the difference is
-    bounded by the same sums taken over absolute values.  GPU only: the CPU
-    engine has a single, ordered mode.
+    bounded by the same sums taken over absolute values, plus one smallest
+    normal number per term, since float atomics flush subnormal results to
+    zero.  GPU only: the CPU engine has a single, ordered mode.
     """
     engine = cuda_engine()
     c, idx = forward(engine, case)
@@ -128,7 +129,8 @@ def test_cuda_default_backward_agrees_with_deterministic_mode(case):
     for f, e, bound in zip(fast, exact, bounds):
         finite = np.isfinite(bound)
         np.testing.assert_array_equal(f[~finite], e[~finite])
-        assert (np.abs(f[finite] - e[finite]) <= 1e-5 * bound[finite]).all()
+        flushed = np.finfo(e.dtype).tiny * max(case.a.shape[0], case.b.shape[-1])
+        assert (np.abs(f[finite] - e[finite]) <= 1e-5 * bound[finite] + flushed).all()
 
 
 # ------------------------------------------------------------ explicit edges
