@@ -262,9 +262,10 @@ class ForwardPlan:
     def launch(self, a: Any, b: Any, c: Any, idx: Any) -> None:
         first, second = (b, a) if self.swap_operands else (a, b)
         args = (first, second, c, _NULL if idx is None else idx) + self.scalars
-        get_function(self.spec)((self.grid,), (self.block,), args)
+        device = c.device.id
+        get_function(self.spec, device)((self.grid,), (self.block,), args)
         if self.resolve is not None:  # the square argmax left slice numbers in idx
-            get_function(self.resolve)((self.resolve_grid,), (ELEMENTWISE_THREADS,), args + (self.resolve_depth,))
+            get_function(self.resolve, device)((self.resolve_grid,), (ELEMENTWISE_THREADS,), args + (self.resolve_depth,))
 
 
 _NULL = np.uintp(0)
@@ -398,4 +399,4 @@ def _backward_launch(op: str, g: Any, idx: Any, a: Any, b: Any, grad: Any, semir
                      batch: tuple[int, ...], deterministic: bool) -> None:
     spec, grid, scalars = plan_backward(op, a.shape, _element_strides(a), b.shape, _element_strides(b), batch,
                                         dtype_name(a.dtype), semiring.name, deterministic)
-    get_function(spec)((grid,), (ELEMENTWISE_THREADS,), (g, a, b, idx, grad) + scalars)
+    get_function(spec, grad.device.id)((grid,), (ELEMENTWISE_THREADS,), (g, a, b, idx, grad) + scalars)
