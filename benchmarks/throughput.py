@@ -70,26 +70,34 @@ def time_gpu(fn, *, reps: int = 10, trials: int = 5, graph: bool = False) -> flo
     """
     import cupy as cp
 
+    if not graph:  # on the default stream, which also orders torch's default-stream work
+        fn()
+        cp.cuda.Device().synchronize()
+        return statistics.median(_timed_batches(lambda: [fn() for _ in range(reps)], None, trials, reps))
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         fn()
         stream.synchronize()
-        run = lambda: [fn() for _ in range(reps)]  # noqa: E731
-        if graph:
-            stream.begin_capture()
-            run()
-            captured = stream.end_capture()
-            run = lambda: captured.launch(stream)  # noqa: E731
-            run()
-        samples = []
-        for _ in range(trials):
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record(stream)
-            run()
-            stop.record(stream)
-            stop.synchronize()
-            samples.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / reps)
-    return statistics.median(samples)
+        stream.begin_capture()
+        for _ in range(reps):
+            fn()
+        captured = stream.end_capture()
+        captured.launch(stream)
+        return statistics.median(_timed_batches(lambda: captured.launch(stream), stream, trials, reps))
+
+
+def _timed_batches(run, stream, trials: int, reps: int) -> list[float]:
+    import cupy as cp
+
+    samples = []
+    for _ in range(trials):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        run()
+        stop.record(stream)
+        stop.synchronize()
+        samples.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / reps)
+    return samples
 
 
 def measure_ceilings() -> dict[str, float]:

@@ -551,11 +551,21 @@ struct SkinnyKernel {
             bv[kk] = x;
           }
         } else {
-          for (int e = threadIdx.x; e < steps * BN; e += THREADS) {
-            const int kk = e % steps, col = e / steps;
-            T x = (n0 + col < N) ? Bb[(k0 + kk) * b_sk + (n0 + col) * b_sn] : T(0);
-            if constexpr (EXACT) tame &= SR::tame(x);
-            sb[kk][col] = x;
+          if (steps == BK) {  // the common case: index arithmetic by a constant power of two
+#pragma unroll 4
+            for (int e = threadIdx.x; e < BK * BN; e += THREADS) {
+              const int kk = e % BK, col = e / BK;
+              T x = (n0 + col < N) ? Bb[(k0 + kk) * b_sk + (n0 + col) * b_sn] : T(0);
+              if constexpr (EXACT) tame &= SR::tame(x);
+              sb[kk][col] = x;
+            }
+          } else {
+            for (int e = threadIdx.x; e < steps * BN; e += THREADS) {
+              const int kk = e % steps, col = e / steps;
+              T x = (n0 + col < N) ? Bb[(k0 + kk) * b_sk + (n0 + col) * b_sn] : T(0);
+              if constexpr (EXACT) tame &= SR::tame(x);
+              sb[kk][col] = x;
+            }
           }
         }
         bool wild = false;
