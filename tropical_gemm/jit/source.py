@@ -54,10 +54,9 @@ _SQUARE_I64 = TileShape(64, 64, 8, 4, 4, min_blocks=2)
 # before the slice, so it takes the register file of an SM for one block.
 _ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
 _ARGMAX_8_BYTE = TileShape(64, 64, 16, 4, 4, min_blocks=2)
-# The staged B slice (BK × 257 values) bounds how many blocks share an SM;
-# 16 KiB of it keeps a dozen resident, enough loads in flight for the memory-bound shapes.
-_SKINNY_4_BYTE = TileShape(8, 256, 16, 8, 1)
-_SKINNY_8_BYTE = TileShape(8, 256, 8, 8, 1)
+# BK=16 (more resident blocks) measured slower on 2²¹×4×4 and 8×4096×4096.
+_SKINNY_4_BYTE = TileShape(8, 256, 32, 8, 1)
+_SKINNY_8_BYTE = TileShape(8, 256, 16, 8, 1)  # keeps the staged B slice within 48 KiB
 
 #: Tile shapes per (family, dtype, op), measured on an H100 by benchmarks/tune_tiles.py.
 TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
