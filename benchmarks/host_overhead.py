@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-start", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    report = cold_start() if args.cold_start else per_call(args.calls)
+    from throughput import environment  # benchmarks/ is this script's own directory
+
+    report = {"environment": environment(), **(cold_start() if args.cold_start else per_call(args.calls))}
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         name = "host-overhead-cold-start.json" if args.cold_start else "host-overhead.json"
@@ -118,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:<28} {us:8.1f} µs per call")
         elif isinstance(value, str):
             print(value)
+        elif key == "environment":
+            continue
         else:
             print(f"{key}: {value}")
     return 0
