@@ -265,9 +265,12 @@ def plot(report: dict[str, object], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    rows = [r for r in report["results"] if str(r["case"]).startswith("square")]
+    squares = [r for r in report["results"] if str(r["case"]).startswith("square")]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([r["size"] for r in rows], [r["tops"] for r in rows], "o-", label="tropical_gemm f32 max_plus")
+    for timing, style, label in (("calls", "o-", "tropical_gemm f32 max_plus"),
+                                 ("graph", "s--", "the same, kernels only (CUDA graph replay)")):
+        rows = [r for r in squares if r.get("timing", "calls") == timing]
+        ax.plot([r["size"] for r in rows], [r["tops"] for r in rows], style, label=label)
     ax.axhline(report["ceilings_tops"]["float32"], color="gray", ls="--", label="measured f32 ceiling")
     peers = [r for r in report["results"] if r["op"] == "peer"]
     for r in peers:
