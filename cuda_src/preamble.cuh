@@ -1,8 +1,9 @@
 // tropical_gemm: the CUDA preamble shared by every kernel.
 //
 // Each kernel is compiled on its own: this preamble followed by one small
-// instantiation fragment (forward_square.cu, forward_skinny.cu, backward_a.cu,
-// backward_b.cu) rendered for one (operation, semiring, dtype, variant).  The
+// instantiation fragment (forward_square.cu, forward_skinny.cu,
+// argmax_resolve.cu, backward.cu) rendered for one (operation, semiring,
+// dtype, variant).  The
 // preamble holds everything that is the same for all of them: limits, the
 // exact elementwise semantics (which must match the CPU engine bit for bit),
 // the semiring functors, and the kernel bodies as templates.

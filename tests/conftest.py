@@ -19,20 +19,14 @@ from hypothesis import HealthCheck, settings
 
 # ``ci`` keeps the whole suite within a few minutes on 2 cores; ``thorough`` is
 # for a local soak (HYPOTHESIS_PROFILE=thorough python -m pytest).
-settings.register_profile(
-    "ci",
-    deadline=None,
-    max_examples=75,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-settings.register_profile(
-    "thorough",
-    deadline=None,
-    max_examples=500,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+for _profile, _examples in (("ci", 75), ("thorough", 500)):
+    settings.register_profile(
+        _profile,
+        deadline=None,
+        max_examples=_examples,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
@@ -101,3 +95,17 @@ def cuda_engine() -> Engine:
 def engine(request: pytest.FixtureRequest) -> Engine:
     """Each semantics test runs on every engine; the cuda one skips without a GPU."""
     return cuda_engine() if request.param == "cuda" else cpu_engine()
+
+
+@pytest.fixture
+def cache_root(tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch):
+    """A private, empty kernel cache for one test; the other cache variables unset."""
+    from pathlib import Path
+
+    from tropical_gemm.jit import disk_cache as dc
+
+    root = Path(tmp_path) / "cache"
+    monkeypatch.setenv(dc.ENV_CACHE_DIR, str(root))
+    for name in (dc.ENV_DISABLE, dc.ENV_LOCK_TIMEOUT, dc.ENV_STRICT_NVRTC):
+        monkeypatch.delenv(name, raising=False)
+    return root

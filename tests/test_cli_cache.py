@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
@@ -17,15 +16,6 @@ from tropical_gemm.cli import COMMANDS, main, parse_size
 from tropical_gemm.jit import disk_cache as dc
 
 WARMUP = ["warmup", "--arch", "sm_80,sm_90", "--semiring", "max_plus", "--dtype", "float32", "--op", "backward_b"]
-
-
-@pytest.fixture
-def cache_root(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(dc.ENV_CACHE_DIR, str(root))
-    for name in (dc.ENV_DISABLE, dc.ENV_LOCK_TIMEOUT, dc.ENV_STRICT_NVRTC):
-        monkeypatch.delenv(name, raising=False)
-    return root
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,15 +20,6 @@ from tropical_gemm.jit import disk_cache as dc
 from tropical_gemm.progress import ProgressBar
 
 CACHE_ACTIONS = ["info", "list", "clear", "prune", "export", "import"]
-
-
-@pytest.fixture
-def cache_root(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(dc.ENV_CACHE_DIR, str(root))
-    for name in (dc.ENV_DISABLE, dc.ENV_LOCK_TIMEOUT, dc.ENV_STRICT_NVRTC):
-        monkeypatch.delenv(name, raising=False)
-    return root
 
 
 def cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:

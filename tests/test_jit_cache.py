@@ -33,16 +33,6 @@ SPEC = make_spec("forward", "max_plus", "float32")
 OTHER = make_spec("forward", "min_plus", "float32")
 
 
-@pytest.fixture
-def cache_root(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(dc.ENV_CACHE_DIR, str(root))
-    monkeypatch.delenv(dc.ENV_DISABLE, raising=False)
-    monkeypatch.delenv(dc.ENV_LOCK_TIMEOUT, raising=False)
-    monkeypatch.delenv(dc.ENV_STRICT_NVRTC, raising=False)
-    return root
-
-
 def request_for(source: str = "x", *, target: Target = Target("cubin", 90), nvrtc=(13, 5),
                 package="0.1.0", name: str = "tg_k") -> BuildRequest:
     return BuildRequest(name=name, source=source, target=target, nvrtc_version=nvrtc, package_version=package)

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,15 +26,6 @@ from tropical_gemm.jit.source import kernel_source
 
 SPEC = make_spec("forward", "max_plus", "float32")
 OTHER = make_spec("forward", "min_plus", "float32")
-
-
-@pytest.fixture
-def cache_root(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(dc.ENV_CACHE_DIR, str(root))
-    for name in (dc.ENV_DISABLE, dc.ENV_LOCK_TIMEOUT, dc.ENV_STRICT_NVRTC):
-        monkeypatch.delenv(name, raising=False)
-    return root
 
 
 pytestmark = pytest.mark.nvrtc

@@ -22,15 +22,6 @@ pytestmark = pytest.mark.nvrtc
 SELECTION = dict(semirings="max_plus", dtypes="float32", ops="backward_a")
 
 
-@pytest.fixture
-def cache_root(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(dc.ENV_CACHE_DIR, str(root))
-    for name in (dc.ENV_DISABLE, dc.ENV_LOCK_TIMEOUT, dc.ENV_STRICT_NVRTC):
-        monkeypatch.delenv(name, raising=False)
-    return root
-
-
 def fresh_registry() -> Registry:
     return Registry(loader=lambda *args: pytest.fail("warmup must not load kernels"))
 

@@ -348,10 +348,9 @@ def test_compile_fullgraph_matches_eager(semiring):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
-def test_compile_inductor_layer_matches_eager():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(tgt.TropicalLinear(6, 5), torch.nn.Tanh(), tgt.TropicalLinear(5, 3, "min_plus"))
-    x = torch.randn(8, 6)
+
+def assert_compiled_training_step_matches_eager(model: torch.nn.Module, x: torch.Tensor) -> None:
+    """Loss and every parameter's gradient, through torch.compile(fullgraph=True) and eagerly."""
 
     def step(module):
         module.zero_grad()
@@ -362,6 +361,13 @@ def test_compile_inductor_layer_matches_eager():
     compiled = torch.compile(model, fullgraph=True)
     for got, want in zip(step(compiled), step(model)):
         torch.testing.assert_close(got, want)
+
+def test_compile_inductor_layer_matches_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(tgt.TropicalLinear(6, 5), torch.nn.Tanh(), tgt.TropicalLinear(5, 3, "min_plus"))
+    x = torch.randn(8, 6)
+
+    assert_compiled_training_step_matches_eager(model, x)
 
 
 # -------------------------------------------------------------------- layer
@@ -602,12 +608,4 @@ def test_cuda_compile_layer_matches_eager(cuda):
     )
     x = torch.randn(32, 64, device=cuda)
 
-    def step(module):
-        module.zero_grad()
-        loss = module(x).square().mean()
-        loss.backward()
-        return [loss.detach()] + [p.grad.clone() for p in module.parameters()]
-
-    compiled = torch.compile(model, fullgraph=True)
-    for got, want in zip(step(compiled), step(model)):
-        torch.testing.assert_close(got, want)
+    assert_compiled_training_step_matches_eager(model, x)

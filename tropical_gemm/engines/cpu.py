@@ -178,45 +178,31 @@ def _forward_block(
     documented IEEE semantics (and ⊕ ignores that NaN), so numpy must not warn.
     """
     with np.errstate(over="ignore", invalid="ignore"), _ufunc_bufsize(UFUNC_BUFSIZE[semiring.mul]):
-        _accumulate_block(a, b, out, argmax_out, rows, cols, semiring, candidate)
-
-
-def _accumulate_block(
-    a: np.ndarray,
-    b: np.ndarray,
-    out: np.ndarray,
-    argmax_out: np.ndarray | None,
-    rows: slice,
-    cols: slice,
-    semiring: Semiring,
-    candidate: Candidate,
-) -> None:
-    """The loop over k for one block, with numpy's error and buffer state already set."""
-    dtype = out.dtype
-    zero = semiring.zero(dtype)
-    acc = np.full((rows.stop - rows.start, cols.stop - cols.start), zero, dtype=dtype)
-    cand = np.empty_like(acc)
-    a_block = a[rows]
-    b_block = b[:, cols]
-    reduce = reduce_function(semiring, dtype)
-    if argmax_out is None:
-        for k in range(a.shape[1]):
-            reduce(acc, candidate(a_block[:, k : k + 1], b_block[k : k + 1], out=cand), out=acc)
-    else:
-        # A candidate wins only if strictly better, so ties keep the smallest k
-        # and NaN (never better) is ignored; ⊕ then takes the same value.
-        better = np.greater if semiring.add == "max" else np.less
-        idx = np.full(acc.shape, -1, dtype=argmax_out.dtype)
-        wins = np.empty(acc.shape, dtype=bool)
-        for k in range(a.shape[1]):
-            candidate(a_block[:, k : k + 1], b_block[k : k + 1], out=cand)
-            better(cand, acc, out=wins)
-            reduce(acc, cand, out=acc)
-            np.copyto(idx, k, where=wins)
-        argmax_out[rows, cols] = idx
-    if dtype.kind == "f":
-        acc += 0.0  # a zero result is always +0.0, whichever signed zero won
-    out[rows, cols] = acc
+        dtype = out.dtype
+        zero = semiring.zero(dtype)
+        acc = np.full((rows.stop - rows.start, cols.stop - cols.start), zero, dtype=dtype)
+        cand = np.empty_like(acc)
+        a_block = a[rows]
+        b_block = b[:, cols]
+        reduce = reduce_function(semiring, dtype)
+        if argmax_out is None:
+            for k in range(a.shape[1]):
+                reduce(acc, candidate(a_block[:, k : k + 1], b_block[k : k + 1], out=cand), out=acc)
+        else:
+            # A candidate wins only if strictly better, so ties keep the smallest k
+            # and NaN (never better) is ignored; ⊕ then takes the same value.
+            better = np.greater if semiring.add == "max" else np.less
+            idx = np.full(acc.shape, -1, dtype=argmax_out.dtype)
+            wins = np.empty(acc.shape, dtype=bool)
+            for k in range(a.shape[1]):
+                candidate(a_block[:, k : k + 1], b_block[k : k + 1], out=cand)
+                better(cand, acc, out=wins)
+                reduce(acc, cand, out=acc)
+                np.copyto(idx, k, where=wins)
+            argmax_out[rows, cols] = idx
+        if dtype.kind == "f":
+            acc += 0.0  # a zero result is always +0.0, whichever signed zero won
+        out[rows, cols] = acc
 
 
 def forward(

@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from string import Template
 
-from .spec import FORWARD_OPS, KernelSpec
+from .spec import BACKWARD_OPS, FORWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _SEMIRING_TYPES = {
@@ -109,8 +109,10 @@ def fragment(spec: KernelSpec) -> str:
         values.update(
             threads=ELEMENTWISE_THREADS,
             deterministic="true" if spec.deterministic else "false",
+            operand="a" if spec.op == "backward_a" else "b",
+            to_a="true" if spec.op == "backward_a" else "false",
         )
-        template = read_cuda_file(f"{spec.op}.cu")
+        template = read_cuda_file("backward.cu" if spec.op in BACKWARD_OPS else f"{spec.op}.cu")
     return Template(template).substitute(values)
 
 

@@ -1,4 +1,4 @@
-// Gradient scatter into grad_b: ${name}
+// Gradient scatter into grad_${operand}: ${name}
 extern "C" __global__ void __launch_bounds__(${threads}) ${name}(
     const ${T}* __restrict__ G, const ${T}* __restrict__ A, const ${T}* __restrict__ B,
     const int* __restrict__ IDX, ${T}* __restrict__ GRAD,
@@ -8,8 +8,8 @@ extern "C" __global__ void __launch_bounds__(${threads}) ${name}(
   const tg::Backward p{M, N, K, a_sm, a_sk, b_sk, b_sn, batches, {d1, d2, a0, a1, a2, b0, b1, b2},
                        ga0, ga1, ga2, gb0, gb1, gb2};
   if (${deterministic}) {
-    tg::backward_ordered<${semiring}, ${T}, false>(G, A, B, IDX, GRAD, p, operand_batches);
+    tg::backward_ordered<${semiring}, ${T}, ${to_a}>(G, A, B, IDX, GRAD, p, operand_batches);
   } else {
-    tg::backward_atomic<${semiring}, ${T}, false>(G, A, B, IDX, GRAD, p);
+    tg::backward_atomic<${semiring}, ${T}, ${to_a}>(G, A, B, IDX, GRAD, p);
   }
 }
