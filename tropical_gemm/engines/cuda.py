@@ -197,8 +197,7 @@ def _layout(row_stride: int, col_stride: int) -> str:
 
 def forward(a: Any, b: Any, semiring: Semiring, out: Any, argmax_out: Any) -> None:
     """Launch the forward kernel(s) writing ``out`` (and ``argmax_out``)."""
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
+    k = a.shape[-1]
     with _device_of(a, b, out, *(() if argmax_out is None else (argmax_out,))):
         if out.size == 0:
             return
