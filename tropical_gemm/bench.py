@@ -234,6 +234,8 @@ def measure_startup(engine: Engine, step: Step) -> list[Startup]:
     cache = tempfile.mkdtemp(prefix="tropical-gemm-bench-")
     env = {k: v for k, v in os.environ.items() if k != "TROPICAL_GEMM_DISABLE_DISK_CACHE"}
     env["TROPICAL_GEMM_CACHE_DIR"] = cache
+    # The driver's own JIT cache can serve a repeated compile; a cold start must not count on it.
+    env["CUDA_CACHE_DISABLE"] = "1"
     try:
         runs = []
         for state in ("cold", "warm"):
