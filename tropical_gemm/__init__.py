@@ -2,7 +2,7 @@
 
 ``import tropical_gemm`` loads numpy and nothing heavier: cupy is imported the
 first time a device array is passed, torch only by ``tropical_gemm.torch``,
-and each CUDA kernel is compiled the first time it is needed, then cached on
+dask only by ``tropical_gemm.dask``, and each CUDA kernel is compiled the first time it is needed, then cached on
 disk (see ``tropical_gemm.jit``).
 """
 
@@ -42,11 +42,11 @@ __all__ = [
     "semirings",
 ]
 
-_LAZY_SUBMODULES = ("jit", "torch")
+_LAZY_SUBMODULES = ("dask", "jit", "torch")
 
 
 def __getattr__(name: str):
-    """Import ``tropical_gemm.jit`` and ``tropical_gemm.torch`` only when first used."""
+    """Import ``tropical_gemm.dask``, ``.jit`` and ``.torch`` only when first used."""
     if name in _LAZY_SUBMODULES:
         return import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
