@@ -2,8 +2,8 @@
 
 ``import tropical_gemm`` loads numpy and nothing heavier: cupy is imported the
 first time a device array is passed, torch only by ``tropical_gemm.torch``,
-dask only by ``tropical_gemm.dask``, and each CUDA kernel is compiled the first time it is needed, then cached on
-disk (see ``tropical_gemm.jit``).
+dask only by ``tropical_gemm.dask``, and each CUDA kernel is compiled the
+first time it is needed, then cached on disk (see ``tropical_gemm.jit``).
 """
 
 from __future__ import annotations
