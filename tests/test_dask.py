@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -136,6 +137,15 @@ def test_argmax_is_int64_when_k_needs_it():
     b = da.zeros((2**31, 1), dtype="int32", chunks=(2**30, 1))
     c, k = tgd.matmul(a, b, argmax=True)
     assert c.dtype == np.int32 and k.dtype == np.int64
+
+
+def test_the_k_blocks_are_reduced_as_a_pairwise_tree():
+    """8 K blocks: 8 products, then 4 + 2 combines and the root per output block, log2(8) = 3 levels deep."""
+    c = tgd.matmul(da.ones((4, 16), chunks=(2, 2)), da.ones((16, 2), chunks=(2, 2)))
+    kinds = Counter(key[0].removeprefix(c.name) for key in dict(c.dask) if key[0].startswith(c.name))
+    per_block = len(c.chunks[0]) * len(c.chunks[1])
+    assert kinds == {"-partial": 8 * per_block, "-combine-0": 4 * per_block, "-combine-1": 2 * per_block,
+                     "": per_block}
 
 
 def test_distributed_local_cluster_with_processes():

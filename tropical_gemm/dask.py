@@ -115,7 +115,7 @@ def _product(a: da.Array, b: da.Array, sr: Semiring, dtype: np.dtype, idx_dtype:
     """The graph: one task per chunk product, then a pairwise ⊕ tree over the K blocks."""
     token = tokenize(a, b, sr, idx_dtype)
     name = f"tropical-matmul-{token}"
-    k_starts = np.concatenate([[0], np.cumsum(a.chunks[-1])[:-1]]).astype(int).tolist()
+    k_starts = list(itertools.accumulate(a.chunks[-1][:-1], initial=0))
     batch_blocks = itertools.product(*(range(len(c)) for c in a.chunks[:-2]))
     dsk: dict[Key, Any] = {}
     for bi in batch_blocks:
