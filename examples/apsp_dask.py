@@ -81,7 +81,7 @@ def chunked_view(path: Path, chunk: int, name: str) -> da.Array:
     ``copy`` method, memory maps included), and loading the chunks with tasks
     instead lets the scheduler run ahead of the products: it computes every
     product that uses a freshly loaded chunk before combining any, 28 MB at
-    peak against 5 MB measured at the defaults.  On a cluster, store the
+    peak against 6.5 MB measured at the defaults.  On a cluster, store the
     matrix where every worker can read it (Zarr) instead: these views would
     be shipped to the workers as copies.
     """
