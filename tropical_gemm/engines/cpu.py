@@ -44,7 +44,9 @@ UFUNC_BUFSIZE: dict[str, int] = {"plus": 512, "times": 512, "min": 8192, "max": 
 Candidate = Callable[..., np.ndarray]
 
 
+@lru_cache(maxsize=1)
 def _workers() -> int:
+    """CPU threads to spread blocks over; asked once, since every call splits by it."""
     return os.cpu_count() or 1
 
 
@@ -279,6 +281,21 @@ def _backward_2d(
         np.add.at(grad_b, (ks[to_b], cols[to_b]), g[to_b])
 
 
+def _check_argmax_range(argmax: np.ndarray, k: int) -> None:
+    """Indices outside [-1, K) would make this engine index out of bounds.
+
+    Checked here, in the host engine: reading a device array's range would
+    stall the stream, so the CUDA kernels instead skip indices outside [0, K).
+    """
+    if argmax.size == 0:
+        return
+    low, high = int(argmax.min()), int(argmax.max())
+    if low < -1 or high >= k:
+        raise ValueError(
+            f"argmax holds indices in [{low}, {high}], but they must lie in [-1, {k - 1}] for K={k}"
+        )
+
+
 def backward(
     grad_c: np.ndarray,
     a: np.ndarray,
@@ -294,6 +311,7 @@ def backward(
     order, then row-major within a batch: the order the CUDA engine's
     deterministic mode reproduces.
     """
+    _check_argmax_range(argmax, a.shape[-1])
     grad_a = np.zeros(a.shape, dtype=a.dtype)
     grad_b = np.zeros(b.shape, dtype=b.dtype)
     for index in np.ndindex(*grad_c.shape[:-2]):
