@@ -9,8 +9,13 @@ Every measurement runs in a fresh interpreter (this script re-runs itself with
   cache lookup and lock, NVRTC, module load), from ``jit.stats()["ready_seconds"]``;
 * time from a ready context (inputs already on the device) to the first
   correct 256×256×256 float32 max_plus product back on the host, checked
-  bit for bit against numpy;
-* how many kernels were compiled.
+  bit for bit against numpy on sampled rows, split into the call (kernel
+  ready, launch), the wait for the GPU and the copy back;
+* how many kernels were compiled, and which.
+
+256³ cannot fill a GPU with the tuned square tiles, so the engine runs it on
+the small family, whose kernel also compiles faster.  The same cold
+measurement at 2048³ shows what a first product pays for the tuned kernel.
 
 Peers in the same run: CuPy's ``RawModule(code=...)`` on the same kernel
 source, cold and warm (its own cache in a fresh ``CUPY_CACHE_DIR``), and
@@ -47,14 +52,22 @@ from pathlib import Path
 from typing import Any
 
 SIZE = 256
+#: A product that fills the GPU, so its first call compiles the tuned square kernel.
+LARGE_SIZE = 2048
+#: The family the engine picks for the 256³ first product (too small to fill a GPU with square tiles).
+FIRST_TILE = "small"
 MEMORY_HIT_CALLS = 200_000
 
 
 # ---- children: each runs in a fresh interpreter and prints one JSON line ------------------------
 
 
-def child_first_product() -> dict[str, Any]:
-    """The user's first product in a new process, with the cache the environment points at."""
+def child_first_product(size: int) -> dict[str, Any]:
+    """The user's first product in a new process, with the cache the environment points at.
+
+    The time to the first result is split into the call (kernel ready and
+    launched), the wait for the GPU, and the copy back.
+    """
     started = time.perf_counter()
     import tropical_gemm as tg
 
@@ -67,30 +80,51 @@ def child_first_product() -> dict[str, Any]:
     cupy.cuda.Device().synchronize()
     context = time.perf_counter()
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
-    b = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
     a_dev, b_dev = cupy.asarray(a), cupy.asarray(b)
     cupy.cuda.Device().synchronize()
     ready = time.perf_counter()
-    result = cupy.asnumpy(tg.matmul(a_dev, b_dev, semiring="max_plus"))
+    values = tg.matmul(a_dev, b_dev, semiring="max_plus")
+    returned = time.perf_counter()
+    cupy.cuda.Device().synchronize()
+    computed = time.perf_counter()
+    result = cupy.asnumpy(values)
     first_result = time.perf_counter()
-    expected = np.max(a[:, :, None] + b[None, :, :], axis=1)
+    rows = np.unique(np.linspace(0, size - 1, min(size, 64)).astype(int))
+    expected = np.max(a[rows, :, None] + b[None, :, :], axis=1)
     counters = tg.jit.stats()
+    spec = _kernel_of_first_product(a_dev, b_dev)
     return {
+        "size": size,
+        "kernel": spec.name,
         "import_tropical_gemm_s": imported_tg - started,
         "import_cupy_s": imported_cupy - imported_tg,
         "context_s": context - imported_cupy,
         "kernel_ready_s": counters["ready_seconds"],
         "kernel_ready_per_kernel_s": counters["ready_seconds"] / max(counters["loads"], 1),
         "first_result_s": first_result - ready,
-        "correct": bool(np.array_equal(result, expected)),
+        "first_call_s": returned - ready,
+        "first_gpu_wait_s": computed - returned,
+        "first_copy_back_s": first_result - computed,
+        "correct": bool(np.array_equal(result[rows], expected)),
         "compiled": counters["compiled"],
         "disk_hits": counters["disk_hits"],
         "loads": counters["loads"],
         "compile_s": counters["compile_seconds"],
         "load_s": counters["load_seconds"],
-        "memory_hit_us": _memory_hit_us(tg.jit.get_function, tg.jit.make_spec("forward", "max_plus", "float32")),
+        "memory_hit_us": _memory_hit_us(tg.jit.get_function, spec),
     }
+
+
+def _kernel_of_first_product(a_dev: Any, b_dev: Any):
+    """The spec the engine launched for ``a_dev ⊗ b_dev`` (its plan is cached, so this asks again for free)."""
+    from tropical_gemm.engines import cuda as cuda_engine
+
+    size = a_dev.shape[0]
+    plan = cuda_engine.plan_forward(a_dev.shape, (size, 1), b_dev.shape, (size, 1), (), "float32", "max_plus",
+                                    False, cuda_engine._sm_count(a_dev.device.id), True)
+    return plan.spec
 
 
 def _memory_hit_us(get_function, spec) -> float:
@@ -110,16 +144,16 @@ def child_cupy_rawmodule() -> dict[str, Any]:
     import cupy
 
     from tropical_gemm.jit import COMPILE_OPTIONS, make_spec
-    from tropical_gemm.jit.source import kernel_source
+    from tropical_gemm.jit.source import kernel_options, kernel_source
 
-    spec = make_spec("forward", "max_plus", "float32")
+    spec = make_spec("forward", "max_plus", "float32", tile=FIRST_TILE)
     source = kernel_source(spec)
     cache = Path(os.environ["CUPY_CACHE_DIR"])
     files_before = _file_count(cache)
     cupy.empty(1)
     cupy.cuda.Device().synchronize()
     started = time.perf_counter()
-    module = cupy.RawModule(code=source, options=COMPILE_OPTIONS)
+    module = cupy.RawModule(code=source, options=COMPILE_OPTIONS + kernel_options(spec))
     module.get_function(spec.name)
     ready = time.perf_counter() - started
     return {"kernel_ready_s": ready, "compiled": int(_file_count(cache) > files_before)}
@@ -143,7 +177,7 @@ def child_registry_no_gpu(arch: str) -> dict[str, Any]:
     target = resolve_target(arch)
     registry = Registry(loader=lambda binary, name, device: (name, len(binary)),
                         target_for_device=lambda device: target)
-    spec = make_spec("forward", "max_plus", "float32")
+    spec = make_spec("forward", "max_plus", "float32", tile=FIRST_TILE)
     registry.get_function(spec, 0)
     counters = registry.stats()
     return {
@@ -172,7 +206,7 @@ def child_one_program(arch: str, full: bool) -> dict[str, Any]:
 
 
 CHILDREN = {
-    "first_product": lambda args: child_first_product(),
+    "first_product": lambda args: child_first_product(args.size),
     "cupy_rawmodule": lambda args: child_cupy_rawmodule(),
     "registry_no_gpu": lambda args: child_registry_no_gpu(args.arch),
     "one_program": lambda args: child_one_program(args.arch, args.full_catalogue),
@@ -255,7 +289,9 @@ def measure_gpu(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     warm_dir = scratch / "cold-0"
     warm = [run_child("first_product", {**base, "TROPICAL_GEMM_CACHE_DIR": str(warm_dir)})
             for _ in range(args.warm_runs)]
-    results = {"cold": summarize(cold), "warm": summarize(warm)}
+    large = [run_child("first_product", {**base, "TROPICAL_GEMM_CACHE_DIR": str(scratch / f"large-{i}")},
+                       ["--size", str(LARGE_SIZE)]) for i in range(args.cold_runs)]
+    results = {"cold": summarize(cold), "warm": summarize(warm), "cold_large": summarize(large)}
     try:  # a peer that fails is reported, not allowed to sink our own figures
         cupy_cold = [run_child("cupy_rawmodule", {"CUPY_CACHE_DIR": str(scratch / f"cupy-peer-{i}"),
                                                   "CUDA_CACHE_DISABLE": "1"})
@@ -291,6 +327,7 @@ def table(results: dict[str, Any]) -> str:
         return f"{value * 1e3:.1f} ms" if unit == "ms" else f"{value:.3f} s"
 
     for label, key in (("tropical_gemm, empty cache", "cold"), ("tropical_gemm, warm cache", "warm"),
+                       (f"tropical_gemm {LARGE_SIZE}³ (square kernel), empty cache", "cold_large"),
                        ("CuPy RawModule(code=…), empty CuPy cache", "cupy_rawmodule_cold"),
                        ("CuPy RawModule(code=…), warm CuPy cache", "cupy_rawmodule_warm")):
         s = results.get(key)
@@ -306,6 +343,12 @@ def table(results: dict[str, Any]) -> str:
         lines.append("")
         lines.append(f"One NVRTC program with {one['kernels']} kernels ({one['scope']}): "
                      f"{one['compile_s']:.2f} s to compile, {one['binary_bytes'] / 1e6:.1f} MB of cubin.")
+    for key in ("cold", "warm", "cold_large"):
+        s = results.get(key)
+        if s and "first_call_s" in s:
+            lines.append(f"{key}: first result {s['first_result_s']:.3f} s = call {s['first_call_s']:.3f} s "
+                         f"(kernel ready {s['kernel_ready_s']:.3f} s) + GPU wait {s['first_gpu_wait_s']:.3f} s "
+                         f"+ copy back {s['first_copy_back_s']:.3f} s; kernel {s['runs'][0]['kernel']}")
     hits = [results[k]["memory_hit_us"] for k in ("warm",) if k in results and "memory_hit_us" in results[k]]
     if hits:
         lines.append(f"Memory hit (`jit.get_function` on a loaded kernel): {hits[0]:.2f} µs.")
@@ -324,6 +367,7 @@ def main() -> int:
                         help="the one-program peer compiles every catalogue kernel (slow) instead of one layout")
     parser.add_argument("--skip-one-program", action="store_true", help="leave out the one-program peer")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, default=SIZE, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(CHILDREN[args.child](args)))
@@ -350,7 +394,7 @@ def main() -> int:
     print(f"{info['device']} ({info['arch']}), NVRTC {info['nvrtc']}, CuPy {info['cupy']}, "
           f"tropical_gemm {info['tropical_gemm']}, Python {info['python']}")
     print(table(results))
-    if gpu and not (results["cold"]["correct"] and results["warm"]["correct"]):
+    if gpu and not all(results[key]["correct"] for key in ("cold", "warm", "cold_large")):
         print("ERROR: a first product did not match numpy", file=sys.stderr)
         return 1
     print(f"wrote {path}")

@@ -274,6 +274,13 @@ struct SquareKernel {
   using LoadA = TileLoader<SR, T, A_ROW, BM, BK, THREADS, BM + V>;
   using LoadB = TileLoader<SR, T, !B_ROW, BN, BK, THREADS, BN + V>;
   static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
+  // What the thread mapping assumes of a tile shape: whole 16-byte chunks
+  // per thread, staging loads that divide evenly over the block in either
+  // operand layout, and at most 32 staged elements per thread (a bit mask).
+  static_assert(TM % V == 0 && TN % V == 0, "TM and TN must be multiples of 16 bytes / sizeof(T)");
+  static_assert(THREADS % BK == 0 && THREADS % BM == 0 && THREADS % BN == 0,
+                "the block's threads must divide over BK and over BM and BN");
+  static_assert(LoadA::PER <= 32 && LoadB::PER <= 32, "at most 32 staged elements per thread");
 
   struct Smem {
     T a[2][BK][BM + V];

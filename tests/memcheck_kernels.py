@@ -9,9 +9,10 @@ import cupy as cp
 import numpy as np
 
 import tropical_gemm as tg
+from tropical_gemm.engines import cuda as cuda_engine
 
 
-def main() -> None:
+def launch_every_family() -> None:
     rng = np.random.default_rng(0)
     for (m, k, n), dtype in [((130, 9, 257), "float32"), ((67, 45, 133), "int32"), ((3, 70, 300), "float64"),
                              ((300, 70, 2), "int64"), ((2, 65, 129), "float32")]:
@@ -27,6 +28,13 @@ def main() -> None:
     c, idx = tg.matmul(batch_a, batch_b, argmax=True)
     tg.matmul_backward(cp.ones_like(c), batch_a, batch_b, idx, deterministic=True)
     cp.cuda.Device().synchronize()
+
+
+def main() -> None:
+    """Each shape as the engine picks its family, then with the square family forced (one SM reported)."""
+    launch_every_family()
+    cuda_engine._sm_count = lambda device_id: 1
+    launch_every_family()
 
 
 if __name__ == "__main__":

@@ -28,12 +28,23 @@ def test_batch_strides_zero_where_operand_broadcasts():
 
 
 @pytest.mark.parametrize(
-    "m,n,expected",
-    [(4096, 4096, ("square", False)), (8, 4096, ("skinny", False)), (2**21, 4, ("skinny", True)),
-     (16, 16, ("skinny", False)), (17, 17, ("square", False)), (1, 1, ("skinny", False))],
+    "m,n,k,batches,expected",
+    [(4096, 4096, 4096, 1, ("square", False)), (8, 4096, 64, 1, ("skinny", False)), (2**21, 4, 4, 1, ("skinny", True)),
+     (16, 16, 16, 1, ("skinny", False)), (1, 1, 1, 1, ("skinny", False)),
+     # 4 square tiles and no K split: the small family's 64 blocks instead
+     (256, 256, 256, 1, ("small", False)), (17, 17, 17, 1, ("small", False)),
+     # 16 tiles x 9 K slices = 144 blocks fill 132 SMs; 16 x 2 do not
+     (512, 512, 2304, 1, ("square", False)), (512, 512, 512, 1, ("small", False)),
+     # a batch of tiles fills the GPU by itself
+     (128, 128, 64, 132, ("square", False)), (128, 128, 64, 131, ("small", False))],
 )
-def test_choose_tile(m, n, expected):
-    assert cuda_engine.choose_tile(m, n) == expected
+def test_choose_tile(m, n, k, batches, expected):
+    assert cuda_engine.choose_tile(m, n, k, batches, "float32", "forward", sms=132) == expected
+
+
+def test_one_sm_always_takes_the_square_family():
+    """What the GPU tests use to run every shape through the tuned kernels too."""
+    assert cuda_engine.choose_tile(17, 17, 1, 1, "int64", "forward_argmax", sms=1) == ("square", False)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..dtypes import dtype_name
 from ..jit import KernelSpec, get_function, make_spec
-from ..jit.source import ELEMENTWISE_THREADS, tile_shape
+from ..jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
 from ..semirings import Semiring
 
 NAME = "cuda"
@@ -183,11 +183,24 @@ def _leading_slice(x: Any, i: int, batch_ndim: int) -> Any:
 # ------------------------------------------------------------------ forward
 
 
-def choose_tile(m: int, n: int) -> tuple[str, bool]:
-    """The tile family, and whether to compute C^T = B^T ⊗ A^T so the short side is M."""
+def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: int) -> tuple[str, bool]:
+    """The tile family, and whether to compute C^T = B^T ⊗ A^T so the short side is M.
+
+    * "skinny" when M or N is at most ``SKINNY_MAX_ROWS``: a square tile would
+      leave most lanes idle;
+    * "square", the tuned register tile (128×128 for 4-byte types), when its
+      blocks, K slices included, give every SM at least one;
+    * "small", a 32×32 tile, otherwise: a product too small to fill the GPU
+      with large tiles gets up to 16 times as many blocks, and its kernel
+      compiles in about a third of the time, which a first call waits for.
+    """
     if min(m, n) <= SKINNY_MAX_ROWS:
         return "skinny", n < m
-    return "square", False
+    square = TILE_SHAPES[("square", dtype, op)]
+    tiles = -(-m // square.bm) * -(-n // square.bn) * batches
+    if tiles * k_splits(tiles, k, sms) >= sms:
+        return "square", False
+    return "small", False
 
 
 def _layout(row_stride: int, col_stride: int) -> str:
@@ -224,7 +237,9 @@ MIN_SPLIT_K = 256
 
 @lru_cache(maxsize=None)
 def _sm_count(device_id: int) -> int:
-    return int(_cupy().cuda.Device(device_id).attributes["MultiProcessorCount"])
+    """One attribute query: ``Device.attributes`` would read all of them, some slowly, on a first call."""
+    runtime = _cupy().cuda.runtime
+    return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, device_id))
 
 
 def k_splits(tiles: int, k: int, sms: int) -> int:
@@ -278,12 +293,13 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     m, k = a_shape[-2:]
     n = b_shape[-1]
     op = "forward_argmax" if argmax else "forward"
-    tile, transpose = choose_tile(m, n)
     a_sm, a_sk = a_strides[-2:]
     b_sk, b_sn = b_strides[-2:]
     c_sm, c_sn = n, 1
     dims, (sa, sb) = fold_batch(batch, [batch_strides(a_shape, a_strides, batch),
                                         batch_strides(b_shape, b_strides, batch)])
+    batches = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    tile, transpose = choose_tile(m, n, k, batches, dtype, op, sms)
     if transpose:  # C^T (N×M) = B^T (N×K) ⊗ A^T (K×M): every ⊗ commutes
         m, n = n, m
         a_sm, a_sk, b_sk, b_sn = b_sn, b_sk, a_sk, a_sm
@@ -295,7 +311,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * launch.batches
     splits = k_splits(tiles, k, sms) if may_split else 1
     scalars = tuple(np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, launch.batches))
-    resolve = make_spec("argmax_resolve", semiring, dtype) if argmax and tile == "square" else None
+    resolve = make_spec("argmax_resolve", semiring, dtype) if argmax and tile != "skinny" else None
     return ForwardPlan(
         spec=spec, grid=min(tiles, _GRID_LIMIT), block=shape.threads,
         scalars=scalars + tuple(launch.batch_args()), swap_operands=transpose, resolve=resolve,

@@ -228,8 +228,11 @@ def resolve_target(arch: ArchLike) -> Target:
     return Target("ptx", max(below))
 
 
-def compile_program(source: str, entry_name: str, target: Target) -> CompiledKernel:
+def compile_program(source: str, entry_name: str, target: Target, extra_options: tuple[str, ...] = ()) -> CompiledKernel:
     """Compile ``source`` for ``target`` and check that ``entry_name`` is in the result.
+
+    ``extra_options`` follow the target's (``source.kernel_options`` of the
+    spec); they are part of the cache key like the rest.
 
     Raises ``CompileError`` with NVRTC's log and the kernel name when
     NVRTC fails or when the program does not define the ``extern "C"`` entry
@@ -237,7 +240,7 @@ def compile_program(source: str, entry_name: str, target: Target) -> CompiledKer
     """
     nvrtc = nvrtc_module()
     version = nvrtc_version()
-    options = target.options
+    options = target.options + tuple(extra_options)
     started = time.perf_counter()
     program = nvrtc.createProgram(source, f"{entry_name}.cu", [], [])
     try:

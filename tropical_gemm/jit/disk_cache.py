@@ -156,12 +156,19 @@ class BuildRequest:
     nvrtc_version: tuple[int, int] | None
     package_version: str
     spec: Mapping[str, Any] | None = field(default=None, compare=False)
+    #: Options of this kernel beyond the target's (see ``source.kernel_options``).
+    extra_options: tuple[str, ...] = ()
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The full NVRTC option list, as compiled and as hashed."""
+        return self.target.options + self.extra_options
 
     @cached_property
     def portable_key(self) -> str:
         """The key without the NVRTC version: equal for the same program built by any NVRTC."""
         return _hash_fields(
-            str(FORMAT_VERSION), self.package_version, self.source, "\0".join(self.target.options), self.target.tag,
+            str(FORMAT_VERSION), self.package_version, self.source, "\0".join(self.options), self.target.tag,
         )
 
     @cached_property
@@ -438,7 +445,7 @@ class DiskCache:
             return "metadata does not belong to this file name"
         if metadata.portable_key != request.portable_key or metadata.name != request.name:
             return "metadata describes another program"
-        if metadata.target != request.target.tag or metadata.options != request.target.options:
+        if metadata.target != request.target.tag or metadata.options != request.options:
             return "metadata describes another target or options"
         if expect_exact and metadata.key != request.key:
             return "metadata key does not match the expected key"

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from .. import __version__
 from .compiler import Target, compile_program, nvrtc_version, resolve_target
 from .disk_cache import BuildOutcome, BuildRequest, DiskCache, default_cache
-from .source import kernel_source
+from .source import kernel_options, kernel_source
 from .spec import KernelSpec
 
 log = logging.getLogger("tropical_gemm.jit")
@@ -90,7 +90,7 @@ def build_request(spec: KernelSpec, target: Target, source: str, *, probe: bool 
     """
     return BuildRequest(
         name=spec.name, source=source, target=target, nvrtc_version=None if probe else nvrtc_version(),
-        package_version=__version__, spec=spec.as_dict(),
+        package_version=__version__, spec=spec.as_dict(), extra_options=kernel_options(spec),
     )
 
 
@@ -232,7 +232,7 @@ class Registry:
         """The binary for ``spec`` on ``target``, from the disk cache or compiled into it (not loaded)."""
         request = build_request(spec, target, self._source(spec) if source is None else source)
         outcome = (self._cache() if cache is None else cache).get_or_build(
-            request, lambda: compile_program(request.source, request.name, target),
+            request, lambda: compile_program(request.source, request.name, target, request.extra_options),
             accept_other_nvrtc=accept_other_nvrtc,
         )
         with self._guard:

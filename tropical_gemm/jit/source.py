@@ -54,6 +54,9 @@ _SQUARE_I64 = TileShape(64, 64, 8, 4, 4, min_blocks=2)
 # before the slice, so it takes the register file of an SM for one block.
 _ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
 _ARGMAX_8_BYTE = TileShape(64, 64, 16, 4, 4, min_blocks=2)
+# Products too small to fill the GPU with the tiles above: 16 times the
+# blocks, and BK=8 keeps the unrolled body, so the compile, short.
+_SMALL = TileShape(32, 32, 8, 4, 4, min_blocks=4)
 # BK=16 (more resident blocks) measured slower on 2²¹×4×4 and 8×4096×4096.
 _SKINNY_4_BYTE = TileShape(8, 256, 32, 8, 1)
 _SKINNY_8_BYTE = TileShape(8, 256, 16, 8, 1)  # keeps the staged B slice within 48 KiB
@@ -66,9 +69,13 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("square", "int64", "forward"): _SQUARE_I64,
     **{("square", d, "forward_argmax"): _ARGMAX_4_BYTE for d in ("float32", "int32")},
     **{("square", d, "forward_argmax"): _ARGMAX_8_BYTE for d in ("float64", "int64")},
+    **{("small", d, op): _SMALL for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
     **{("skinny", d, op): _SKINNY_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
     **{("skinny", d, op): _SKINNY_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
 }
+
+#: The fragment of each tile family: "small" is the square kernel with another tile.
+_FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu"}
 
 #: Threads per block of the one-thread-per-element kernels (argmax resolve, gradient scatters).
 ELEMENTWISE_THREADS = 256
@@ -104,7 +111,7 @@ def fragment(spec: KernelSpec) -> str:
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
             min_blocks=shape.min_blocks,
         )
-        template = read_cuda_file(f"forward_{spec.tile}.cu")
+        template = read_cuda_file(_FORWARD_TEMPLATES[spec.tile])
     else:
         values.update(
             threads=ELEMENTWISE_THREADS,
@@ -114,6 +121,29 @@ def fragment(spec: KernelSpec) -> str:
         )
         template = read_cuda_file("backward.cu" if spec.op in BACKWARD_OPS else f"{spec.op}.cu")
     return Template(template).substitute(values)
+
+
+#: NVRTC's ``--Ofast-compile`` level per tile family.  The small family
+#: serves products too small to fill the GPU, where the first call waits
+#: mostly for the compile: "min" cuts its compile by a fifth and still
+#: unrolls the tile (levels "mid" and up keep the accumulators in local
+#: memory).  No level changes numerics: that takes fast-math, never used.
+_FAST_COMPILE = {"small": "min"}
+
+
+def kernel_options(spec: KernelSpec) -> tuple[str, ...]:
+    """NVRTC options of this kernel beyond the target's; part of its cache key.
+
+    Examples:
+        >>> from tropical_gemm.jit import make_spec
+        >>> from tropical_gemm.jit.source import kernel_options
+        >>> kernel_options(make_spec("forward", "max_plus", "float32", tile="small"))
+        ('--Ofast-compile=min',)
+        >>> kernel_options(make_spec("forward", "max_plus", "float32"))
+        ()
+    """
+    level = _FAST_COMPILE.get(spec.tile) if spec.op in FORWARD_OPS else None
+    return () if level is None else (f"--Ofast-compile={level}",)
 
 
 def kernel_source(spec: KernelSpec) -> str:

@@ -32,9 +32,11 @@ BACKWARD_OPS: tuple[str, ...] = ("backward_a", "backward_b")
 #: transposed view).  Forward kernels read either without a copy.
 LAYOUTS: tuple[str, ...] = ("row", "col")
 
-#: Tile families: "square" is the register-tiled kernel for large M and N;
-#: "skinny" is for products where M or N is below a tile, or K is tiny.
-TILES: tuple[str, ...] = ("square", "skinny")
+#: Tile families: "square" is the tuned register-tiled kernel for products
+#: that fill the GPU; "small" is the same kernel with a 32×32 tile, for
+#: products that cannot (it also compiles about three times faster); "skinny"
+#: is for products where M or N is below a tile, or K is tiny.
+TILES: tuple[str, ...] = ("square", "small", "skinny")
 
 _DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
 
@@ -139,8 +141,8 @@ def catalogue(
     Examples:
         >>> from tropical_gemm.jit import catalogue
         >>> specs = catalogue(semirings_=["max_plus"], dtypes=["float32"], ops=["forward"])
-        >>> len(specs)                # 2 x 2 operand layouts x 2 tile families
-        8
+        >>> len(specs)                # 2 x 2 operand layouts x 3 tile families
+        12
         >>> specs[0].name
         'tg_forward_max_plus_f32_rr_square'
     """
