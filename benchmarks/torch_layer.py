@@ -8,7 +8,8 @@ On CUDA (float32, max_plus):
   backward, at the largest cube that fits in memory, against ours at that size;
 * per-call host time at 16^3 (median of many calls, µs): the torch wrapper
   against a direct core call, for the forward, the forward with argmax and
-  forward+backward.  The wrapper's overhead is the difference.
+  forward+backward (two calls: the product and its gradient).  The
+  wrapper's overhead is the difference; a cProfile of each shows where it goes.
 
 On the CPU the same, at sizes the numpy engine handles in moments.  Without
 a GPU only the CPU part runs.
@@ -39,6 +40,8 @@ from tropical_gemm.torch import tropical_matmul, tropical_matmul_with_argmax
 #: The issue's budget for the wrapper, per call at small sizes, on CUDA.
 OVERHEAD_BUDGET_US = 30.0
 SMALL = 16
+#: Wrapper calls per workload: forward+backward is the product and its gradient.
+WRAPPER_CALLS = {"forward": 1, "forward_argmax": 1, "forward_backward": 2}
 CUDA_LAYER = 4096
 CPU_LAYER = 256
 #: Bytes per element of the broadcast cube at the backward's peak: the saved
@@ -153,6 +156,35 @@ def overhead(device: str, sync: Callable[[], None]) -> dict[str, dict[str, float
     return out
 
 
+def host_profile(device: str, sync: Callable[[], None], calls: int = 500, top: int = 15) -> dict[str, str]:
+    """Where the wrapper's host time goes at 16^3: cProfile's top entries by own time, per workload.
+
+    The backward runs on the calling thread here (autograd multithreading
+    off), so that the profiler sees it; the timings above keep torch's default.
+    """
+    import cProfile
+    import io
+    import pstats
+
+    wrapped = torch_calls(*leaves(SMALL, device, seed=2))
+    report = {}
+    with torch.autograd.set_multithreading_enabled(False):
+        for name, fn in wrapped.items():
+            for _ in range(calls // 10):
+                fn()
+            sync()
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(calls):
+                fn()
+            sync()
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+            report[name] = text.getvalue()
+    return report
+
+
 def layer(size: int, device: str, seconds: Callable[[Callable[[], object]], float]) -> dict[str, float]:
     """Forward, forward with argmax, and forward+backward, through torch and through the core."""
     tensors = leaves(size, device)
@@ -222,6 +254,7 @@ def run() -> dict[str, object]:
         print(f"cuda: {report['environment']['device']}", file=sys.stderr)
         report["cuda"] = {
             "overhead": overhead("cuda", torch.cuda.synchronize),
+            "host_profile": host_profile("cuda", torch.cuda.synchronize),
             "layer": layer(CUDA_LAYER, "cuda", gpu_seconds),
             "broadcast": broadcast_vs_ours(),
         }
@@ -256,9 +289,10 @@ def table(report: dict[str, object]) -> list[str]:
         for name, row in part["overhead"].items():
             lines.append(f"  {name:<30} {row['torch_us']:8.1f} {row['core_us']:10.1f} {row['overhead_us']:10.1f}")
     if "cuda" in report:
-        worst = max(row["overhead_us"] for row in report["cuda"]["overhead"].values())
+        worst = max(row["overhead_us"] / WRAPPER_CALLS[name] for name, row in report["cuda"]["overhead"].items())
         verdict = "within" if worst <= OVERHEAD_BUDGET_US else "OVER"
-        lines.append(f"cuda wrapper overhead: worst {worst:.1f} µs per call, {verdict} the {OVERHEAD_BUDGET_US:.0f} µs budget")
+        lines.append(f"cuda wrapper overhead: worst {worst:.1f} µs per wrapper call (forward+backward counts two), "
+                     f"{verdict} the {OVERHEAD_BUDGET_US:.0f} µs budget")
     return lines
 
 

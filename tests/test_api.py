@@ -98,6 +98,20 @@ def test_out_pair_receives_values_and_argmax(engine):
     np.testing.assert_array_equal(*engine.get(idx, ref_idx))
 
 
+@pytest.mark.parametrize("semiring", ["max_plus", "max_mul", "min_max"])
+def test_backward_out_pair_is_overwritten_with_the_gradients(engine, semiring):
+    rng = np.random.default_rng(7)
+    a, b = engine.put(random_values(rng, (2, 6, 9), "float64", 0.1), random_values(rng, (9, 5), "float64", 0.1))
+    c, idx = tg.matmul(a, b, semiring, argmax=True)
+    grad_c = engine.to_device(rng.normal(size=(2, 6, 5)))
+    out = (engine.to_device(np.full((2, 6, 9), 7.0)), engine.to_device(np.full((9, 5), 7.0)))  # stale values
+    grad_a, grad_b = tg.matmul_backward(grad_c, a, b, idx, semiring, deterministic=True, out=out)
+    assert grad_a is out[0] and grad_b is out[1]
+    expected = tg.matmul_backward(grad_c, a, b, idx, semiring, deterministic=True)
+    for got, want in zip((grad_a, grad_b), expected):
+        np.testing.assert_array_equal(*engine.get(got, want))
+
+
 def test_host_array_likes_are_accepted_and_give_numpy():
     c = tg.matmul([[1, 2]], [[3], [4]], "max_plus")
     assert isinstance(c, np.ndarray) and c.dtype == np.int64 and c.tolist() == [[6]]

@@ -138,6 +138,33 @@ def test_out_is_a_pair_with_argmax(engine, bad):
         tg.matmul(ones(engine, (2, 2)), ones(engine, (2, 2)), argmax=True, out=out)
 
 
+def _backward_operands(engine):
+    a, b = ones(engine, (2, 3)), ones(engine, (3, 4))
+    c, idx = tg.matmul(a, b, argmax=True)
+    return c, a, b, idx
+
+
+def test_backward_out_is_checked_like_matmuls(engine):
+    grad_c, a, b, idx = _backward_operands(engine)
+    with pytest.raises(TypeError, match=r"out must be a tuple \(grad_a, grad_b\)"):
+        tg.matmul_backward(grad_c, a, b, idx, out=ones(engine, (2, 3)))
+    with pytest.raises(ValueError, match=r"out\[1\] has shape \(4, 3\), expected \(3, 4\)"):
+        tg.matmul_backward(grad_c, a, b, idx, out=(ones(engine, (2, 3)), ones(engine, (4, 3))))
+    with pytest.raises(TypeError, match="out\[0\] has dtype float64, expected float32"):
+        tg.matmul_backward(grad_c, a, b, idx, out=(ones(engine, (2, 3), "float64"), ones(engine, (3, 4))))
+    with pytest.raises(ValueError, match="out\[0\] must be C-contiguous"):
+        tg.matmul_backward(grad_c, a, b, idx, out=(ones(engine, (3, 2)).T, ones(engine, (3, 4))))
+
+
+def test_backward_out_must_not_overlap_its_inputs_or_itself(engine):
+    grad_c, a, b, idx = _backward_operands(engine)
+    with pytest.raises(ValueError, match="out must not overlap grad_c, a, b or argmax"):
+        tg.matmul_backward(grad_c, a, b, idx, out=(a, ones(engine, (3, 4))))
+    shared = ones(engine, (12,))
+    with pytest.raises(ValueError, match=r"out\[0\] and out\[1\] must not overlap"):
+        tg.matmul_backward(grad_c, a, b, idx, out=(shared[:6].reshape(2, 3), shared.reshape(3, 4)))
+
+
 def test_argmax_out_must_be_int32(engine):
     out = (ones(engine, (2, 2)), ones(engine, (2, 2), "int64"))
     with pytest.raises(TypeError, match=r"out\[1\] has dtype int64, expected int32"):

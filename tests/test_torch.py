@@ -123,13 +123,21 @@ def test_torch_is_imported_only_by_tropical_gemm_torch_and_cupy_only_for_cuda():
     subprocess.run([sys.executable, "-c", script], check=True)
 
 
+@pytest.fixture(params=["eager", "ops"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a call can run: the eager fast path, and the custom ops (as under compile or a transform)."""
+    if request.param == "ops":
+        monkeypatch.setattr(tgt, "_plain_eager", lambda a, b: False)
+    return request.param
+
+
 # ------------------------------------------------------------------- forward
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @pytest.mark.parametrize("shapes", BATCHED_SHAPES, ids=str)
-def test_forward_matches_core(shapes, semiring, dtype):
+def test_forward_matches_core(shapes, path, semiring, dtype):
     a, b = random_operands(*shapes, dtype)
     values, argmax = tgt.tropical_matmul_with_argmax(a, b, semiring)
     expected, expected_argmax = core_product(a, b, semiring)
@@ -153,7 +161,7 @@ def test_semiring_spellings_and_objects_are_accepted():
         torch.testing.assert_close(tgt.tropical_matmul(a, b, spelling), expected, rtol=0, atol=0)
 
 
-def test_argmax_is_computed_only_when_a_gradient_is_needed(monkeypatch):
+def test_argmax_is_computed_only_when_a_gradient_is_needed(path, monkeypatch):
     calls = []
     real = tg.api.matmul
     monkeypatch.setattr(tg.api, "matmul", lambda *args, **kw: calls.append(kw["argmax"]) or real(*args, **kw))
@@ -163,6 +171,28 @@ def test_argmax_is_computed_only_when_a_gradient_is_needed(monkeypatch):
         tgt.tropical_matmul(a, b)
     tgt.tropical_matmul(a.detach(), b.detach())
     assert calls == [True, False, False]
+
+
+def test_plain_eager_calls_skip_the_dispatcher_and_modes_see_the_ops():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    a, b = tie_free((3, 4), (4, 2), "max_plus")
+    assert tgt._plain_eager(a, b)
+    with Recorder() as recorder:
+        assert not tgt._plain_eager(a, b)
+        values = tgt.tropical_matmul(a, b)
+    assert any("tropical_gemm.matmul_with_argmax" in op for op in recorder.ops)
+    torch.testing.assert_close(values, tgt.tropical_matmul(a, b), rtol=0, atol=0)
+    assert not tgt._plain_eager(torch.empty(3, 4, device="meta"), b)
 
 
 def test_meta_tensors_infer_shapes_without_computing():
@@ -230,13 +260,13 @@ def test_integers_are_forward_only(dtype):
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @pytest.mark.parametrize("shapes", BATCHED_SHAPES, ids=str)
-def test_gradcheck(shapes, semiring):
+def test_gradcheck(shapes, path, semiring):
     a, b = tie_free(*shapes, semiring)
     assert torch.autograd.gradcheck(lambda x, y: tgt.tropical_matmul(x, y, semiring), (a, b))
 
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-def test_gradgradcheck(semiring):
+def test_gradgradcheck(path, semiring):
     a, b = tie_free((2, 1, 3, 4), (3, 4, 2), semiring)
     assert torch.autograd.gradgradcheck(lambda x, y: tgt.tropical_matmul(x, y, semiring), (a, b))
 
@@ -244,7 +274,7 @@ def test_gradgradcheck(semiring):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @pytest.mark.parametrize("shapes", BATCHED_SHAPES, ids=str)
-def test_gradients_equal_core_backward(shapes, semiring, dtype):
+def test_gradients_equal_core_backward(shapes, path, semiring, dtype):
     a, b = tie_free(*shapes, semiring, dtype=dtype)
     c = tgt.tropical_matmul(a, b, semiring)
     grad_c = torch.randn(c.shape, dtype=dtype, generator=torch.Generator().manual_seed(1))
@@ -255,7 +285,7 @@ def test_gradients_equal_core_backward(shapes, semiring, dtype):
 
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-def test_broadcast_gradients_are_reduced_like_torch(semiring):
+def test_broadcast_gradients_are_reduced_like_torch(path, semiring):
     a, b = tie_free((2, 1, 3, 4), (3, 4, 5), semiring)
     tgt.tropical_matmul(a, b, semiring).sum().backward()
     # The same product on explicitly expanded operands: torch's expand backward does the reduction.
@@ -290,7 +320,7 @@ def test_vmap_matches_the_batched_product():
     torch.testing.assert_close(mapped, tgt.tropical_matmul(a, b, "min_plus"), rtol=0, atol=0)
 
 
-def test_deterministic_mode_reaches_the_engine(monkeypatch):
+def test_deterministic_mode_reaches_the_engine(path, monkeypatch):
     seen = []
     real = tg.api.matmul_backward
     monkeypatch.setattr(
@@ -458,7 +488,7 @@ def cuda(request):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @pytest.mark.parametrize("shapes", BATCHED_SHAPES + [((70, 33), (33, 90)), ((3, 129, 64), (64, 5))], ids=str)
-def test_cuda_forward_matches_cpu(cuda, shapes, semiring, dtype):
+def test_cuda_forward_matches_cpu(cuda, path, shapes, semiring, dtype):
     a, b = random_operands(*shapes, dtype)
     values, argmax = tgt.tropical_matmul_with_argmax(a.to(cuda), b.to(cuda), semiring)
     assert values.device == cuda and argmax.device == cuda
@@ -471,7 +501,7 @@ def test_cuda_forward_matches_cpu(cuda, shapes, semiring, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 @pytest.mark.parametrize("shapes", BATCHED_SHAPES + [((40, 300), (300, 50))], ids=str)
-def test_cuda_deterministic_gradients_equal_cpu_bit_for_bit(cuda, shapes, semiring):
+def test_cuda_deterministic_gradients_equal_cpu_bit_for_bit(cuda, path, shapes, semiring):
     a, b = (x.requires_grad_() for x in random_operands(*shapes, torch.float32))  # ties are fine: same rule
     grad_c = torch.randn(tgt.tropical_matmul(a, b, semiring).shape, generator=torch.Generator().manual_seed(3))
     tgt.tropical_matmul(a, b, semiring).backward(grad_c)
@@ -501,7 +531,7 @@ def test_cuda_gradients_close_to_cpu_by_default(cuda, semiring):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-def test_cuda_gradcheck(cuda, semiring):
+def test_cuda_gradcheck(cuda, path, semiring):
     a, b = tie_free((2, 1, 3, 4), (3, 4, 5), semiring, device=cuda)
     assert torch.autograd.gradcheck(lambda x, y: tgt.tropical_matmul(x, y, semiring), (a, b))
     assert torch.autograd.gradgradcheck(lambda x, y: tgt.tropical_matmul(x, y, semiring), (a, b))

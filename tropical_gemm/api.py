@@ -62,6 +62,7 @@ def matmul_backward(
     semiring: "str | Semiring" = "max_plus",
     *,
     deterministic: bool = False,
+    out: Any = None,
 ):
     """Gradients ``(grad_a, grad_b)`` of a product, given ``argmax`` from [`matmul`][tropical_gemm.matmul].
 
@@ -76,7 +77,8 @@ def matmul_backward(
     add in a fixed order (bit-identical to the CPU engine); the CPU engine is
     always deterministic.  The default CUDA mode adds with hardware float
     atomics, which flush subnormal results to zero; the deterministic mode
-    keeps them.
+    keeps them.  ``out`` is a pair of C-contiguous arrays shaped and typed
+    like ``a`` and ``b``, overwritten with the gradients (and returned).
 
     Examples:
         >>> import numpy as np, tropical_gemm as tg
@@ -103,7 +105,15 @@ def matmul_backward(
             f"argmax must be an integer array of shape {shape.out_shape} (as returned by "
             f"matmul(..., argmax=True)), got shape {tuple(argmax.shape)} and dtype {argmax.dtype}"
         )
-    return engine.backward(grad_c, a, b, argmax, sr, deterministic)
+    grad_a, grad_b = _gradient_outputs(engine, out, a, b, dtype)
+    if out is not None:
+        for buf in (grad_a, grad_b):
+            if any(engine.may_share_memory(buf, x) for x in (grad_c, a, b, argmax)):
+                raise ValueError("out must not overlap grad_c, a, b or argmax")
+        if engine.may_share_memory(grad_a, grad_b):
+            raise ValueError("out[0] and out[1] must not overlap each other")
+    engine.backward(grad_c, a, b, argmax, sr, deterministic, grad_a, grad_b)
+    return grad_a, grad_b
 
 
 def _common_dtype(a: Any, b: Any) -> np.dtype:
@@ -126,14 +136,24 @@ def _outputs(engine: Any, out: Any, want_argmax: bool, shape: ProductShape, dtyp
     if want_argmax:
         if not (isinstance(out, tuple) and len(out) == 2):
             raise TypeError("with argmax=True, out must be a tuple (values, argmax)")
-        return (_checked_out(engine, out[0], "out[0]", shape, dtype),
-                _checked_out(engine, out[1], "out[1]", shape, idx_dtype))
+        return (_checked_out(engine, out[0], "out[0]", shape.out_shape, dtype),
+                _checked_out(engine, out[1], "out[1]", shape.out_shape, idx_dtype))
     if isinstance(out, tuple):
         raise TypeError("out is a tuple, but argmax=False: pass one array, or argmax=True for (values, argmax)")
-    return _checked_out(engine, out, "out", shape, dtype), None
+    return _checked_out(engine, out, "out", shape.out_shape, dtype), None
 
 
-def _checked_out(engine: Any, buf: Any, label: str, shape: ProductShape, dtype: np.dtype) -> Any:
+def _gradient_outputs(engine: Any, out: Any, a: Any, b: Any, dtype: np.dtype) -> tuple[Any, Any]:
+    """The gradient buffers: the caller's ``(grad_a, grad_b)`` after checking them, or new ones."""
+    if out is None:
+        return engine.empty(tuple(a.shape), dtype), engine.empty(tuple(b.shape), dtype)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError("out must be a tuple (grad_a, grad_b)")
+    return (_checked_out(engine, out[0], "out[0]", tuple(a.shape), dtype),
+            _checked_out(engine, out[1], "out[1]", tuple(b.shape), dtype))
+
+
+def _checked_out(engine: Any, buf: Any, label: str, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     """``buf`` if the engine can write the result straight into it, else an error naming why.
 
     ``engine.as_array(buf) is buf`` holds only for the engine's own array type,
@@ -141,8 +161,8 @@ def _checked_out(engine: Any, buf: Any, label: str, shape: ProductShape, dtype: 
     """
     if array_kind(buf) != engine.NAME or engine.as_array(buf) is not buf:
         raise TypeError(f"{label} is a {type(buf).__name__}, but the operands run on the {engine.NAME} engine")
-    if tuple(buf.shape) != shape.out_shape:
-        raise ValueError(f"{label} has shape {tuple(buf.shape)}, expected {shape.out_shape}")
+    if tuple(buf.shape) != shape:
+        raise ValueError(f"{label} has shape {tuple(buf.shape)}, expected {shape}")
     if buf.dtype != dtype:
         raise TypeError(f"{label} has dtype {buf.dtype}, expected {dtype}")
     if not engine.is_c_contiguous(buf):

@@ -13,10 +13,15 @@ work under ``torch.compile(fullgraph=True)`` without graph breaks and pass
 
 Tensors never leave their device and are never copied: CPU tensors reach the
 numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as cupy
-views through DLPack, with kernels queued on PyTorch's current stream and
+views of their memory, with kernels queued on PyTorch's current stream and
 every buffer (outputs, gradients, engine scratch) taken from PyTorch's caching
 allocator, so this glue adds no synchronisation and no second memory pool
 grows beside PyTorch's.  cupy is imported the first time a CUDA tensor is seen.
+
+In plain eager code (no ``torch.compile``, ``torch.func`` transform, dispatch
+or function mode, tracer or tensor subclass) the public functions skip the
+dispatcher and run the same kernels through one ``autograd.Function``: at
+small sizes the dispatcher would cost more host time than the kernels.
 """
 
 from __future__ import annotations
@@ -86,13 +91,6 @@ def _semiring_name(semiring: "str | Semiring") -> str:
 # ------------------------------------------------------------ engine bridges
 
 
-class _Bridge(NamedTuple):
-    """How tensors of one device become engine arrays and back, without copies."""
-
-    to_engine: Callable[[Tensor], Any]
-    from_engine: Callable[[Any], Tensor]
-
-
 def _numpy_view(t: Tensor) -> Any:
     # Inside an op the inputs still carry requires_grad, which .numpy() and
     # DLPack export refuse; detach() is a view, not a copy.
@@ -118,9 +116,6 @@ def _cupy_view(t: Tensor) -> Any:
                       strides=tuple(stride * itemsize for stride in t.stride()))
 
 
-_CPU_BRIDGE = _Bridge(_numpy_view, torch.from_numpy)
-
-
 @cache
 def _cupy() -> Any:
     """cupy, imported on first use so CPU-only installs never need it."""
@@ -141,35 +136,47 @@ def _torch_allocator(nbytes: int) -> Any:
     return cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(block.data_ptr(), nbytes, block, device_id), 0)
 
 
-def _cupy_stream(stream: "torch.cuda.Stream") -> Any:
-    """A cupy view of a torch stream, through the CUDA stream protocol where both have it.
+class _RawStream(NamedTuple):
+    """A CUDA stream handle that speaks the CUDA stream protocol, for cupy to wrap."""
 
-    cupy 14 deprecates ``ExternalStream`` for ``Stream.from_external``; torch
-    streams speak the protocol (``__cuda_stream__``) since torch 2.10.
+    handle: int
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return 0, self.handle
+
+
+@cache
+def _cupy_stream(device_index: int, handle: int) -> Any:
+    """The cupy view of one CUDA stream, made once per stream: cupy runs the kernels on it.
+
+    cupy 14 deprecates ``ExternalStream`` for ``Stream.from_external``.
     """
     cp = _cupy()
-    if hasattr(cp.cuda.Stream, "from_external") and hasattr(stream, "__cuda_stream__"):
-        return cp.cuda.Stream.from_external(stream)
-    return cp.cuda.ExternalStream(stream.cuda_stream, stream.device.index)
+    if hasattr(cp.cuda.Stream, "from_external"):
+        return cp.cuda.Stream.from_external(_RawStream(handle))
+    return cp.cuda.ExternalStream(handle, device_index)
 
 
 @contextmanager
-def _engine(device: torch.device) -> Iterator[_Bridge]:
-    """Run the engine for tensors on ``device``; on CUDA, on PyTorch's current stream."""
+def _engine(device: torch.device) -> Iterator[Callable[[Tensor], Any]]:
+    """Run the engine for tensors on ``device``, yielding how a tensor becomes an engine array.
+
+    On CUDA the kernels go to PyTorch's current stream and any scratch memory
+    the engine needs comes from PyTorch's allocator.
+    """
     if device.type == "cpu":
-        yield _CPU_BRIDGE
+        yield _numpy_view
         return
     if device.type != "cuda":
         raise ValueError(f"tropical matmul runs on cpu and cuda tensors, not on {device.type}")
     cp = _cupy()
+    index = device.index
     with (
-        cp.cuda.Device(device.index),
-        _cupy_stream(torch.cuda.current_stream(device)),
+        cp.cuda.Device(index),
+        _cupy_stream(index, torch._C._cuda_getCurrentRawStream(index)),
         cp.cuda.using_allocator(_torch_allocator),
     ):
-        # Inside the stream context the DLPack stream handshakes see one
-        # stream on both sides, so they add no event and no wait.
-        yield _Bridge(_cupy_view, torch.from_dlpack)
+        yield _cupy_view
 
 
 # ---------------------------------------------------------------- operators
@@ -186,10 +193,25 @@ def _empty_outputs(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tu
 def _forward(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
     """Run the core product into tensors allocated by torch (so they live in its allocator)."""
     values, argmax = _empty_outputs(a, b, semiring, with_argmax)
-    with _engine(a.device) as bridge:
-        out = bridge.to_engine(values) if argmax is None else (bridge.to_engine(values), bridge.to_engine(argmax))
-        api.matmul(bridge.to_engine(a), bridge.to_engine(b), semiring, argmax=with_argmax, out=out)
+    with _engine(a.device) as view:
+        out = view(values) if argmax is None else (view(values), view(argmax))
+        api.matmul(view(a), view(b), semiring, argmax=with_argmax, out=out)
     return values, argmax
+
+
+def _backward(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    """The core ``matmul_backward`` into gradients allocated by torch; deterministic when torch is asked to be.
+
+    The flag is read when the kernel runs, as torch's own kernels read it.
+    """
+    _check_operands(a, b, semiring)
+    grad_a = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    grad_b = torch.empty(b.shape, dtype=b.dtype, device=b.device)
+    with _engine(a.device) as view:
+        api.matmul_backward(view(grad_c), view(a), view(b), view(argmax), semiring,
+                            deterministic=torch.are_deterministic_algorithms_enabled(),
+                            out=(view(grad_a), view(grad_b)))
+    return grad_a, grad_b
 
 
 @torch.library.custom_op("tropical_gemm::matmul", mutates_args=())
@@ -215,18 +237,8 @@ def _(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
 
 @torch.library.custom_op("tropical_gemm::matmul_backward", mutates_args=())
 def _matmul_backward_op(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
-    """The core ``matmul_backward``; deterministic when torch is asked to be.
-
-    The flag is read when the kernel runs, as torch's own kernels read it.
-    """
-    _check_operands(a, b, semiring)
-    with _engine(a.device) as bridge:
-        grad_a, grad_b = api.matmul_backward(
-            *(bridge.to_engine(t) for t in (grad_c, a, b, argmax)),
-            semiring,
-            deterministic=torch.are_deterministic_algorithms_enabled(),
-        )
-        return bridge.from_engine(grad_a), bridge.from_engine(grad_b)
+    """The core ``matmul_backward``, as an op so that it can itself be differentiated."""
+    return _backward(grad_c, a, b, argmax, semiring)
 
 
 @_matmul_backward_op.register_fake
@@ -311,6 +323,60 @@ def _backward_backward(ctx: Any, tangent_a: Tensor, tangent_b: Tensor) -> tuple:
 _matmul_backward_op.register_autograd(_backward_backward, setup_context=_save_backward)
 
 
+# ---------------------------------------------------------------- eager path
+
+#: Tensor types the eager path takes as they are; any other subclass may
+#: change what an op does (``__torch_function__``), so it goes through the op.
+_PLAIN_TENSORS = (Tensor, nn.Parameter)
+
+
+#: Devices with an engine; others (meta tensors, say) go through the ops and their fake kernels.
+_ENGINE_DEVICES = ("cpu", "cuda")
+
+
+def _plain_eager(a: Tensor, b: Tensor) -> bool:
+    """Whether nothing but the kernels needs to see this call, so the dispatcher can be skipped.
+
+    The custom ops are there for ``torch.compile``, fake tensors, ``torch.func``
+    transforms, dispatch and function modes, and the JIT tracer.  In plain
+    eager code the dispatcher and the op's autograd wrapper only add host
+    time: tens of µs a call, against a few µs of kernel at small sizes.  With
+    any of those present the call goes through the ops.  Each check is a
+    flag read (about 0.1 µs).
+    """
+    return (type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS
+            and a.device.type in _ENGINE_DEVICES
+            and not torch.compiler.is_compiling()
+            and torch._C._functorch.peek_interpreter_stack() is None
+            and torch._C._len_torch_dispatch_stack() == 0
+            and not torch._C._is_torch_function_mode_enabled()
+            and torch._C._get_tracing_state() is None)
+
+
+class _EagerProduct(torch.autograd.Function):
+    """The product with argmax and its gradient in eager code: one autograd node, no dispatcher.
+
+    The kernels and formulas of ``tropical_gemm::matmul_with_argmax``.  Under
+    ``create_graph`` the backward goes through ``tropical_gemm::matmul_backward``,
+    whose own autograd formula gives double backward.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+        values, argmax = _forward(a, b, semiring, with_argmax=True)
+        ctx.semiring = semiring
+        ctx.save_for_backward(a, b, argmax)
+        ctx.mark_non_differentiable(argmax)
+        return values, argmax
+
+    @staticmethod
+    def backward(ctx: Any, grad_values: Tensor, _grad_argmax: Tensor) -> tuple:
+        a, b, argmax = ctx.saved_tensors
+        gradients = _matmul_backward_op if torch.is_grad_enabled() else _backward
+        grad_a, grad_b = gradients(grad_values, a, b, argmax, ctx.semiring)
+        return grad_a, grad_b, None
+
+
 # ----------------------------------------------------------- public functions
 
 
@@ -357,9 +423,10 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
     """
     _check_tensors(a, b)
     name = _semiring_name(semiring)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-        return _matmul_with_argmax_op(a, b, name)[0]
-    return _matmul_op(a, b, name)
+    needs_grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    if _plain_eager(a, b):
+        return _EagerProduct.apply(a, b, name)[0] if needs_grad else _forward(a, b, name, with_argmax=False)[0]
+    return _matmul_with_argmax_op(a, b, name)[0] if needs_grad else _matmul_op(a, b, name)
 
 
 def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> tuple[Tensor, Tensor]:
@@ -378,7 +445,12 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
         (tensor([[4.]]), tensor([[1]], dtype=torch.int32))
     """
     _check_tensors(a, b)
-    return _matmul_with_argmax_op(a, b, _semiring_name(semiring))
+    name = _semiring_name(semiring)
+    if _plain_eager(a, b):
+        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            return _EagerProduct.apply(a, b, name)
+        return _forward(a, b, name, with_argmax=True)
+    return _matmul_with_argmax_op(a, b, name)
 
 
 # -------------------------------------------------------------------- layer

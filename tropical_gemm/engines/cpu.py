@@ -302,9 +302,11 @@ def backward(
     b: np.ndarray,
     argmax: np.ndarray,
     semiring: Semiring,
-    deterministic: bool = True,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Gradients of a (batched) product, reduced over broadcast batch dims.
+    deterministic: bool,
+    grad_a: np.ndarray,
+    grad_b: np.ndarray,
+) -> None:
+    """Write the gradients of a (batched) product, reduced over broadcast batch dims, into ``grad_a``/``grad_b``.
 
     The CPU engine is always deterministic, whatever ``deterministic`` says.
     Contributions are added in float of the operands' dtype, batch by batch in
@@ -312,13 +314,12 @@ def backward(
     deterministic mode reproduces.
     """
     _check_argmax_range(argmax, a.shape[-1])
-    grad_a = np.zeros(a.shape, dtype=a.dtype)
-    grad_b = np.zeros(b.shape, dtype=b.dtype)
+    grad_a.fill(0)
+    grad_b.fill(0)
     for index in np.ndindex(*grad_c.shape[:-2]):
         ia = operand_batch_index(index, a.shape[:-2])
         ib = operand_batch_index(index, b.shape[:-2])
         _backward_2d(grad_c[index], a[ia], b[ib], argmax[index], semiring, grad_a[ia], grad_b[ib])
-    return grad_a, grad_b
 
 
 # --------------------------------------------------------------- array glue

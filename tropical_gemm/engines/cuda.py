@@ -364,21 +364,24 @@ def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[
 # ----------------------------------------------------------------- backward
 
 
-def backward(grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deterministic: bool = False):
-    """Gradients of a product, reduced over broadcast dims; see ``api.matmul_backward``."""
+def backward(grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deterministic: bool,
+             grad_a: Any, grad_b: Any) -> None:
+    """Write the gradients of a product, reduced over broadcast dims, into ``grad_a``/``grad_b``.
+
+    See ``api.matmul_backward``; the kernels scatter into zeroed, contiguous gradients.
+    """
     cupy = _cupy()
-    with _device_of(grad_c, a, b, argmax):
+    with _device_of(grad_c, a, b, argmax, grad_a, grad_b):
         grad_c = cupy.ascontiguousarray(grad_c)
         argmax = cupy.ascontiguousarray(argmax, dtype=np.int32)
-        grad_a = cupy.zeros(a.shape, dtype=a.dtype)
-        grad_b = cupy.zeros(b.shape, dtype=b.dtype)
+        grad_a.fill(0)
+        grad_b.fill(0)
         if grad_c.size == 0 or a.shape[-1] == 0:
-            return grad_a, grad_b
+            return
         batch = grad_c.shape[:-2]
         for (sg, si, sa, sb, sga, sgb), sub_batch in _split_batches(batch, [grad_c, argmax, a, b, grad_a, grad_b]):
             for op, grad in (("backward_a", sga), ("backward_b", sgb)):
                 _backward_launch(op, sg, si, sa, sb, grad, semiring, sub_batch, deterministic)
-        return grad_a, grad_b
 
 
 @lru_cache(maxsize=1024)
