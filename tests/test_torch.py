@@ -163,8 +163,8 @@ def test_semiring_spellings_and_objects_are_accepted():
 
 def test_argmax_is_computed_only_when_a_gradient_is_needed(path, monkeypatch):
     calls = []
-    real = tg.api.matmul
-    monkeypatch.setattr(tg.api, "matmul", lambda *args, **kw: calls.append(kw["argmax"]) or real(*args, **kw))
+    real = tgt.cpu_engine.forward
+    monkeypatch.setattr(tgt.cpu_engine, "forward", lambda *args: calls.append(args[-1] is not None) or real(*args))
     a, b = tie_free((3, 4), (4, 2), "max_plus")
     tgt.tropical_matmul(a, b)
     with torch.no_grad():

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from functools import cache
+from types import ModuleType
 from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -36,6 +37,7 @@ from torch import Tensor, nn
 from torch.autograd import forward_ad
 
 from . import api
+from .engines import cpu as cpu_engine
 from .dtypes import argmax_dtype
 from .semirings import Semiring, get_semiring
 from .shapes import product_shape
@@ -103,17 +105,23 @@ def _cupy_view(t: Tensor) -> Any:
     Not through DLPack: its stream handshake records an event and makes a
     stream wait on every import (about 50 µs each on an H100 host), which buys
     nothing here since the kernels already run on the tensor's stream.  The
-    tensor is kept alive as the memory's owner.
+    tensor is kept alive as the memory's owner.  Every step here is on the
+    per-call path, so it asks torch for each property once.
     """
     cp = _cupy()
-    t = t.detach()
+    shape = tuple(t.shape)
+    dtype = _NUMPY_DTYPES[t.dtype]
     if t.numel() == 0:
-        return cp.empty(tuple(t.shape), dtype=_NUMPY_DTYPES[t.dtype])
-    itemsize = t.element_size()
-    span = (1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))) * itemsize
-    memory = cp.cuda.UnownedMemory(t.data_ptr(), span, t, t.device.index)
-    return cp.ndarray(tuple(t.shape), dtype=_NUMPY_DTYPES[t.dtype], memptr=cp.cuda.MemoryPointer(memory, 0),
-                      strides=tuple(stride * itemsize for stride in t.stride()))
+        return cp.empty(shape, dtype=dtype)
+    itemsize = dtype.itemsize
+    if t.is_contiguous():
+        span, strides = t.numel() * itemsize, None
+    else:
+        stride = t.stride()
+        span = (1 + sum((size - 1) * step for size, step in zip(shape, stride))) * itemsize
+        strides = tuple(step * itemsize for step in stride)
+    memory = cp.cuda.UnownedMemory(t.data_ptr(), span, t, t.get_device())
+    return cp.ndarray(shape, dtype=dtype, memptr=cp.cuda.MemoryPointer(memory, 0), strides=strides)
 
 
 @cache
@@ -158,14 +166,14 @@ def _cupy_stream(device_index: int, handle: int) -> Any:
 
 
 @contextmanager
-def _engine(device: torch.device) -> Iterator[Callable[[Tensor], Any]]:
-    """Run the engine for tensors on ``device``, yielding how a tensor becomes an engine array.
+def _engine(device: torch.device) -> Iterator[tuple[Callable[[Tensor], Any], ModuleType]]:
+    """Run an engine for tensors on ``device``: yields how a tensor becomes its array, and the engine.
 
     On CUDA the kernels go to PyTorch's current stream and any scratch memory
     the engine needs comes from PyTorch's allocator.
     """
     if device.type == "cpu":
-        yield _numpy_view
+        yield _numpy_view, cpu_engine
         return
     if device.type != "cuda":
         raise ValueError(f"tropical matmul runs on cpu and cuda tensors, not on {device.type}")
@@ -176,7 +184,15 @@ def _engine(device: torch.device) -> Iterator[Callable[[Tensor], Any]]:
         _cupy_stream(index, torch._C._cuda_getCurrentRawStream(index)),
         cp.cuda.using_allocator(_torch_allocator),
     ):
-        yield _cupy_view
+        yield _cupy_view, _cuda_engine()
+
+
+@cache
+def _cuda_engine() -> ModuleType:
+    """The CUDA engine module, imported with the first CUDA tensor (it loads the JIT, not cupy)."""
+    from .engines import cuda
+
+    return cuda
 
 
 # ---------------------------------------------------------------- operators
@@ -191,11 +207,16 @@ def _empty_outputs(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tu
 
 
 def _forward(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Tensor, Tensor | None]:
-    """Run the core product into tensors allocated by torch (so they live in its allocator)."""
+    """Run the engine's product into tensors allocated by torch (so they live in its allocator).
+
+    The engine is called directly, not through ``tropical_gemm.matmul``: the
+    operands are checked above in torch's terms, and the outputs are new, so
+    the core API's checks of the arrays would only repeat those, per call.
+    """
     values, argmax = _empty_outputs(a, b, semiring, with_argmax)
-    with _engine(a.device) as view:
-        out = view(values) if argmax is None else (view(values), view(argmax))
-        api.matmul(view(a), view(b), semiring, argmax=with_argmax, out=out)
+    with _engine(a.device) as (view, engine):
+        engine.forward(view(a), view(b), get_semiring(semiring), view(values),
+                       None if argmax is None else view(argmax))
     return values, argmax
 
 
@@ -207,7 +228,7 @@ def _backward(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: st
     _check_operands(a, b, semiring)
     grad_a = torch.empty(a.shape, dtype=a.dtype, device=a.device)
     grad_b = torch.empty(b.shape, dtype=b.dtype, device=b.device)
-    with _engine(a.device) as view:
+    with _engine(a.device) as (view, _):
         api.matmul_backward(view(grad_c), view(a), view(b), view(argmax), semiring,
                             deterministic=torch.are_deterministic_algorithms_enabled(),
                             out=(view(grad_a), view(grad_b)))
