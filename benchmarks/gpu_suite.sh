@@ -2,8 +2,10 @@
 # The whole GPU side in one call on a CUDA machine: compile the catalogue,
 # the GPU test suite (skips there are failures), then the benchmarks.
 # Stages: warmup, tests, startup, throughput, torch, host (default: all), and
-# tune (tile-shape search, run by hand).  Results and logs go to $OUT (the device
-# tool's output folder) or benchmarks/results/gpu-run.
+# tune (tile-shape search), multigpu (the two-GPU tests and benchmarks/dask_scaling.py;
+# needs 2 GPUs and the dask wheels in .whl) and large (operands and outputs over
+# 2**31 elements, ~17 GiB of GPU memory), run by hand.  Results and logs go to $OUT
+# (the device tool's output folder) or benchmarks/results/gpu-run.
 #
 #   bash benchmarks/gpu_suite.sh [stage ...]
 set -uo pipefail
@@ -30,6 +32,9 @@ for stage in $stages; do
     host) { python3 benchmarks/host_overhead.py --out "$OUT" && python3 benchmarks/host_overhead.py --cold-start --out "$OUT"; } 2>&1 | tee "$OUT/host.log"; s=${PIPESTATUS[0]} ;;
     tune) python3 benchmarks/tune_tiles.py --out "$OUT" 2>&1 | tee "$OUT/tune.log"; s=${PIPESTATUS[0]} ;;
     torch) python3 benchmarks/torch_layer.py --out "$OUT" 2>&1 | tee "$OUT/torch.log"; s=${PIPESTATUS[0]} ;;
+    multigpu) python3 -m pytest -m "multi_gpu" --require-gpu --require-multi-gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-multigpu.log"; s=${PIPESTATUS[0]}
+              python3 benchmarks/dask_scaling.py --out "$OUT" 2>&1 | tee "$OUT/dask-scaling.log"; [ "${PIPESTATUS[0]}" -eq 0 ] || s=1 ;;
+    large) python3 -m pytest -q -p no:cacheprovider --require-gpu tests/test_large_sizes.py 2>&1 | tee "$OUT/pytest-large.log"; s=${PIPESTATUS[0]} ;;
     *) echo "unknown stage $stage"; s=2 ;;
   esac
   echo "=== $stage exit $s"

@@ -4,6 +4,9 @@ GPU tests carry ``@pytest.mark.gpu``.  Without a usable CUDA GPU they skip with
 the reason, so a laptop run stays green and honest; ``--require-gpu`` turns
 those skips into failures, so a GPU run cannot silently test nothing.  The GPU
 is probed lazily (cupy is imported only when the first GPU test is set up).
+Tests that need two GPUs also carry ``@pytest.mark.multi_gpu``: they skip
+with the reason where fewer are usable, and ``--require-multi-gpu`` makes
+that a failure too.
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="fail (instead of skip) tests marked gpu when no CUDA GPU is usable",
     )
+    parser.addoption(
+        "--require-multi-gpu",
+        action="store_true",
+        default=False,
+        help="fail (instead of skip) tests marked multi_gpu when fewer than 2 CUDA GPUs are usable",
+    )
 
 
 @lru_cache(maxsize=1)
@@ -54,8 +63,27 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
+@lru_cache(maxsize=1)
+def multi_gpu_unavailable_reason() -> str | None:
+    """Why two CUDA GPUs cannot be used, or None when they can."""
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        return f"needs 2 CUDA GPUs, found none: {reason}"
+    import cupy
+
+    count = cupy.cuda.runtime.getDeviceCount()
+    return None if count >= 2 else f"needs 2 CUDA GPUs, cupy sees {count}"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("multi_gpu") is not None:
+        reason = multi_gpu_unavailable_reason()
+        if reason is not None:
+            if item.config.getoption("--require-multi-gpu"):
+                pytest.fail(f"--require-multi-gpu given, but this test {reason}", pytrace=False)
+            if gpu_unavailable_reason() is None or not item.config.getoption("--require-gpu"):
+                pytest.skip(reason)
     if item.get_closest_marker("gpu") is None:
         return
     reason = gpu_unavailable_reason()

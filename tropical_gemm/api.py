@@ -44,7 +44,7 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     sr = get_semiring(semiring)
     dtype = _common_dtype(a, b)
     shape = product_shape(a.shape, b.shape)
-    c_out, idx_out = _outputs(engine, out, argmax, shape, dtype)
+    c_out, idx_out = _outputs(engine, out, argmax, shape, dtype, a)
     for buf in (c_out, idx_out):
         if buf is not None and (engine.may_share_memory(buf, a) or engine.may_share_memory(buf, b)):
             raise ValueError("out must not overlap the operands a or b")
@@ -127,12 +127,12 @@ def _common_dtype(a: Any, b: Any) -> np.dtype:
     return da
 
 
-def _outputs(engine: Any, out: Any, want_argmax: bool, shape: ProductShape, dtype: np.dtype):
-    """The buffers the engine writes: the caller's, after checking them, or new ones."""
+def _outputs(engine: Any, out: Any, want_argmax: bool, shape: ProductShape, dtype: np.dtype, like: Any):
+    """The buffers the engine writes: the caller's, after checking them, or new ones where ``like`` lives."""
     idx_dtype = argmax_dtype(shape.k)
     if out is None:
-        c_out = engine.empty(shape.out_shape, dtype)
-        return c_out, engine.empty(shape.out_shape, idx_dtype) if want_argmax else None
+        c_out = engine.empty(shape.out_shape, dtype, like)
+        return c_out, engine.empty(shape.out_shape, idx_dtype, like) if want_argmax else None
     if want_argmax:
         if not (isinstance(out, tuple) and len(out) == 2):
             raise TypeError("with argmax=True, out must be a tuple (values, argmax)")
@@ -146,7 +146,7 @@ def _outputs(engine: Any, out: Any, want_argmax: bool, shape: ProductShape, dtyp
 def _gradient_outputs(engine: Any, out: Any, a: Any, b: Any, dtype: np.dtype) -> tuple[Any, Any]:
     """The gradient buffers: the caller's ``(grad_a, grad_b)`` after checking them, or new ones."""
     if out is None:
-        return engine.empty(tuple(a.shape), dtype), engine.empty(tuple(b.shape), dtype)
+        return engine.empty(tuple(a.shape), dtype, a), engine.empty(tuple(b.shape), dtype, b)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError("out must be a tuple (grad_a, grad_b)")
     return (_checked_out(engine, out[0], "out[0]", tuple(a.shape), dtype),

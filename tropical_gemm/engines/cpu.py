@@ -330,7 +330,8 @@ def as_array(x: object) -> np.ndarray:
     return np.asarray(x)
 
 
-def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def empty(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray) -> np.ndarray:
+    """A new array; ``like`` says where, which on the host is always the same place."""
     return np.empty(shape, dtype=dtype)
 
 

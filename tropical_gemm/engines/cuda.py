@@ -68,8 +68,10 @@ def as_array(x: Any):
         ) from exc
 
 
-def empty(shape: tuple[int, ...], dtype: np.dtype):
-    return _cupy().empty(shape, dtype=dtype)
+def empty(shape: tuple[int, ...], dtype: np.dtype, like: Any):
+    """A new array on ``like``'s GPU, which need not be the current device."""
+    with like.device:
+        return _cupy().empty(shape, dtype=dtype)
 
 
 def is_c_contiguous(x: Any) -> bool:
@@ -374,8 +376,8 @@ def backward(grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deter
     with _device_of(grad_c, a, b, argmax, grad_a, grad_b):
         grad_c = cupy.ascontiguousarray(grad_c)
         argmax = cupy.ascontiguousarray(argmax, dtype=np.int32)
-        grad_a.fill(0)
-        grad_b.fill(0)
+        for grad in (grad_a, grad_b):  # one memset each: fill(0) would launch an elementwise kernel
+            grad.data.memset_async(0, grad.nbytes)
         if grad_c.size == 0 or a.shape[-1] == 0:
             return
         batch = grad_c.shape[:-2]
