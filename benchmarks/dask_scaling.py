@@ -13,7 +13,9 @@ as in throughput.py, so T ops/s = 2·M·N·K / seconds.
   gigabyte chunks to cross between worker processes, which without UCX goes
   through host memory over TCP and would measure that, not the product.  The
   same graph runs on both clusters: on one GPU its two chunk products run one
-  after the other.  A run is ``persist()`` of the product, ``wait()``, then a
+  after the other.  Each output row block is pinned (``dask.annotate``) to
+  the worker that made its A block: left to itself, the scheduler put both
+  blocks on one GPU in all but the first run (H200 pair, 2026-11-23).  A run is ``persist()`` of the product, ``wait()``, then a
   device synchronisation on every worker (a task returns once its kernels are
   queued); the first run is reported as cold, then the median of 3.  The
   result stays on the workers; a few rows of each output block are checked
@@ -138,7 +140,7 @@ def cluster_timings(client, product: Any) -> tuple[dict[str, Any], Any]:
     samples = []
     for run in range(REPS + 1):
         start = time.perf_counter()
-        result = client.persist(product)
+        result = client.persist(product, optimize_graph=False)  # optimising would drop the placement annotation
         distributed.wait(result)
         client.run(synchronize)
         samples.append(time.perf_counter() - start)
@@ -174,6 +176,7 @@ def scaling_point(devices: list[int], size: int, overhead_size: int) -> dict[str
 
     On a one-GPU cluster, the cluster part of the overhead comparison runs too.
     """
+    import dask
     import distributed
 
     import tropical_gemm.dask as tgd
@@ -190,7 +193,9 @@ def scaling_point(devices: list[int], size: int, overhead_size: int) -> dict[str
         client.replicate(list(b_blocks.values()))
         replicate_s = time.perf_counter() - start
         progress(f"  inputs made on the workers; B on all {len(workers)} in {replicate_s:.2f} s")
-        result, c = cluster_timings(client, tgd.matmul(a, b, "max_plus"))
+        with dask.annotate(workers=lambda key: [workers[key[1] % len(workers)]], allow_other_workers=False):
+            product = tgd.matmul(a, b, "max_plus")  # key[1] of every task of the product: its row block
+        result, c = cluster_timings(client, product)
         names = worker_names(client)
         placement: dict[str, int] = {}
         for holders in client.who_has(c).values():

@@ -118,8 +118,20 @@ def test_cupy_chunks_on_a_cluster_of_two_gpus_equal_the_single_array_product(gpu
     loads = client.run(lambda: tg.jit.stats()["loads"], workers=addresses)
     assert all(n > 0 for n in loads.values()), loads  # both workers ran kernels
     assert set(client.run(lambda: cupy.cuda.runtime.getDeviceCount(), workers=addresses).values()) == {1}
-    buses = client.run(lambda: cupy.cuda.runtime.getDeviceProperties(0)["pciBusID"], workers=addresses)
-    assert len(set(buses.values())) == 2, buses  # on two different GPUs
+    gpus = client.run(gpu_identity, workers=addresses)
+    assert len(set(gpus.values())) == 2, gpus  # on two different GPUs
+
+
+def gpu_identity() -> tuple:
+    """What tells this process's device 0 apart from other GPUs: UUID and full PCI location.
+
+    The bus number alone is not enough: on the H200 pair tested, both GPUs report bus 0.
+    """
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    return tuple(bytes(v) if isinstance(v, (bytes, bytearray)) else v
+                 for v in (props.get(k) for k in ("uuid", "pciDomainID", "pciBusID", "pciDeviceID")))
 
 
 @pytest.mark.gpu

@@ -49,11 +49,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
-
-from filelock import FileLock, Timeout
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from .compiler import CompiledKernel, Target
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 FORMAT_VERSION = 1
 
@@ -499,8 +500,15 @@ class DiskCache:
         return (directory / f"{request.stem}.json").exists() or (
             directory / (request.stem + payload_suffix(request.target.tag))).exists()
 
-    def _acquire_lock(self, request: BuildRequest) -> FileLock | None:
-        """The entry's file lock, or ``None`` (after a warning) when it cannot be had."""
+    def _acquire_lock(self, request: BuildRequest) -> "FileLock | None":
+        """The entry's file lock, or ``None`` (after a warning) when it cannot be had.
+
+        filelock is imported here, by the first compile: importing it costs
+        about 60 ms on a GPU host, which a process that only reads cached
+        kernels would otherwise pay on its first product.
+        """
+        from filelock import FileLock, Timeout
+
         if not self._writable:
             return None
         directory = self.target_dir(request.target.tag)
