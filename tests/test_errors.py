@@ -150,9 +150,9 @@ def test_backward_out_is_checked_like_matmuls(engine):
         tg.matmul_backward(grad_c, a, b, idx, out=ones(engine, (2, 3)))
     with pytest.raises(ValueError, match=r"out\[1\] has shape \(4, 3\), expected \(3, 4\)"):
         tg.matmul_backward(grad_c, a, b, idx, out=(ones(engine, (2, 3)), ones(engine, (4, 3))))
-    with pytest.raises(TypeError, match="out\[0\] has dtype float64, expected float32"):
+    with pytest.raises(TypeError, match=r"out\[0\] has dtype float64, expected float32"):
         tg.matmul_backward(grad_c, a, b, idx, out=(ones(engine, (2, 3), "float64"), ones(engine, (3, 4))))
-    with pytest.raises(ValueError, match="out\[0\] must be C-contiguous"):
+    with pytest.raises(ValueError, match=r"out\[0\] must be C-contiguous"):
         tg.matmul_backward(grad_c, a, b, idx, out=(ones(engine, (3, 2)).T, ones(engine, (3, 4))))
 
 

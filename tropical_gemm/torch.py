@@ -388,10 +388,13 @@ class _EagerProduct(torch.autograd.Function):
         ctx.semiring = semiring
         ctx.save_for_backward(a, b, argmax)
         ctx.mark_non_differentiable(argmax)
+        ctx.set_materialize_grads(False)  # no zero-filled gradient for the argmax, on every backward
         return values, argmax
 
     @staticmethod
-    def backward(ctx: Any, grad_values: Tensor, _grad_argmax: Tensor) -> tuple:
+    def backward(ctx: Any, grad_values: "Tensor | None", _grad_argmax: None) -> tuple:
+        if grad_values is None:
+            return None, None, None
         a, b, argmax = ctx.saved_tensors
         gradients = _matmul_backward_op if torch.is_grad_enabled() else _backward
         grad_a, grad_b = gradients(grad_values, a, b, argmax, ctx.semiring)
