@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import platform
 import shlex
 import statistics
@@ -52,6 +51,7 @@ from typing import Any, Callable
 import numpy as np
 
 import tropical_gemm as tg
+from results_file import save_report  # benchmarks/ is this script's own directory
 
 REPS = 3
 ROW_BLOCKS = 2
@@ -330,12 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dask_scaling needs 2 GPUs (or 1 with --allow-one-gpu); cupy sees {gpus}: nothing measured")
         return 0
     report = run(args.size, args.overhead_size, gpus)
-    args.out.mkdir(parents=True, exist_ok=True)
-    env = report["environment"]
-    path = args.out / f"dask-scaling-{env['device'].replace(' ', '_')}-{env['date'][:10]}.json"
-    path.write_text(json.dumps(report, indent=2))
-    print("\n".join(table(report)))
-    print(f"wrote {path}")
+    save_report(report, args.out, "dask-scaling", table(report))
     return 0
 
 

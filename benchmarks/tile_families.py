@@ -15,12 +15,10 @@ Writes ``tile-families-<device>-<date>.json`` and prints a table.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
 
-from throughput import bench_product, environment  # benchmarks/ is this script's own directory
+from results_file import out_folder, save_report  # benchmarks/ is this script's own directory
+from throughput import bench_product, environment
 
 from tropical_gemm.engines import cuda as cuda_engine
 
@@ -70,16 +68,9 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    args = parser.parse_args(argv)
+    out = out_folder(__doc__, argv)
     report = run()
-    args.out.mkdir(parents=True, exist_ok=True)
-    env = report["environment"]
-    path = args.out / f"tile-families-{str(env['device']).replace(' ', '_')}-{str(env['date'])[:10]}.json"
-    path.write_text(json.dumps(report, indent=2))
-    print("\n".join(table(report)))
-    print(f"wrote {path}")
+    save_report(report, out, "tile-families", table(report))
     return 0
 
 

@@ -21,20 +21,18 @@ Writes ``torch-<device>-<date>.json`` and prints a table.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-import json
 import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
 
 import tropical_gemm as tg
+from results_file import out_folder, save_report  # benchmarks/ is this script's own directory
 from tropical_gemm.torch import tropical_matmul, tropical_matmul_with_argmax
 
 #: The issue's budget for the wrapper, per call at small sizes, on CUDA.
@@ -297,16 +295,9 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    args = parser.parse_args(argv)
+    out = out_folder(__doc__, argv)
     report = run()
-    args.out.mkdir(parents=True, exist_ok=True)
-    env = report["environment"]
-    path = args.out / f"torch-{env['device'].replace(' ', '_')}-{env['date'][:10]}.json"
-    path.write_text(json.dumps(report, indent=2))
-    print("\n".join(table(report)))
-    print(f"wrote {path}")
+    save_report(report, out, "torch", table(report))
     return 0
 
 

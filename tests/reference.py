@@ -195,3 +195,20 @@ def reference_backward(
                     else:
                         grad_b[(*ib, kk, j)] += g
     return grad_a, grad_b
+
+
+def assert_same_bits(got, want: np.ndarray) -> None:
+    """Same dtype, shape and bits as ``want`` (``got`` may be a cupy array).
+
+    NaN's sign and payload are the platform's (x86 makes -NaN, CUDA +NaN),
+    so a NaN matches any NaN.
+    """
+    got = got.get() if hasattr(got, "get") else np.asarray(got)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if got.dtype.kind == "f":
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        bits = f"i{got.itemsize}"
+        np.testing.assert_array_equal(got[~nan].view(bits), want[~nan].view(bits))
+    else:
+        np.testing.assert_array_equal(got, want)

@@ -58,6 +58,14 @@ def random_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, 
     return np.where(pick > 1.0 - special_rate, rng.choice(specials, size=shape), out).astype(dt)
 
 
+def operand_pair(dtype: str, shape: tuple[int, int, int], seed: int,
+                 special_rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """A (M, K) and a (K, N) operand of ``random_values`` for ``shape = (M, K, N)``."""
+    rng = np.random.default_rng(seed)
+    m, k, n = shape
+    return random_values(rng, (m, k), dtype, special_rate), random_values(rng, (k, n), dtype, special_rate)
+
+
 # ------------------------------------------------------------------- layouts
 # Each layout builds, from the values x, a base array on the host, moves it with
 # ``put`` (identity for numpy, cupy.asarray for the GPU) and takes a view of it

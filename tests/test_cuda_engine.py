@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tropical_gemm as tg
+from reference import assert_same_bits
 from tropical_gemm.engines import cuda as cuda_engine
 
 pytestmark = pytest.mark.gpu
@@ -60,17 +61,6 @@ def seasoned(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, *, wi
     return x
 
 
-def assert_same_bits(gpu_value, cpu_value) -> None:
-    got = gpu_value.get() if hasattr(gpu_value, "get") else np.asarray(gpu_value)
-    assert got.shape == cpu_value.shape and got.dtype == cpu_value.dtype
-    if got.dtype.kind == "f":
-        # NaN's sign and payload are the platform's (x86 makes -NaN, CUDA +NaN): compare NaN as NaN.
-        nan = np.isnan(cpu_value)
-        np.testing.assert_array_equal(np.isnan(got), nan)
-        bits = f"i{got.itemsize}"
-        np.testing.assert_array_equal(got[~nan].view(bits), cpu_value[~nan].view(bits))
-    else:
-        np.testing.assert_array_equal(got, cpu_value)
 
 
 def both_engines(cp, a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool):

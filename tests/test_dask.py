@@ -21,7 +21,7 @@ import dask  # noqa: E402
 
 import tropical_gemm as tg  # noqa: E402
 import tropical_gemm.dask as tgd  # noqa: E402
-from strategies import DTYPES, SEMIRINGS, random_values  # noqa: E402
+from strategies import DTYPES, SEMIRINGS, operand_pair, random_values  # noqa: E402
 
 #: (M, K, N) and the chunks of a (M, K) and b (K, N): K in uneven blocks,
 #: an odd number of them (an unpaired block at each tree level), or just one.
@@ -35,9 +35,7 @@ LAYOUTS = {
 
 def operands(dtype: str, shape: tuple[int, int, int], seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Half small integers, the rest wide values and specials (±inf, NaN, extremes)."""
-    rng = np.random.default_rng(seed)
-    m, k, n = shape
-    return random_values(rng, (m, k), dtype, 0.2), random_values(rng, (k, n), dtype, 0.2)
+    return operand_pair(dtype, shape, seed, 0.2)
 
 
 def assert_identical(got: np.ndarray, want: np.ndarray) -> None:

@@ -16,7 +16,8 @@ import pytest
 import tropical_gemm as tg
 import tropical_gemm.jit as jit
 from jit_helpers import last_json_line, run_python
-from strategies import random_values
+from reference import assert_same_bits
+from strategies import operand_pair
 from tropical_gemm.jit import Registry
 from tropical_gemm.jit import disk_cache as dc
 
@@ -55,21 +56,7 @@ def same_arch(cp) -> None:
 
 
 def operands(dtype: str, shape: tuple[int, int, int], seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    m, k, n = shape
-    return random_values(rng, (m, k), dtype, 0.05), random_values(rng, (k, n), dtype, 0.05)
-
-
-def assert_same_bits(got: np.ndarray, want: np.ndarray) -> None:
-    """Same dtype, shape and bits; NaN matches any NaN (its sign and payload are the platform's)."""
-    assert got.dtype == want.dtype and got.shape == want.shape
-    if got.dtype.kind == "f":
-        nan = np.isnan(want)
-        np.testing.assert_array_equal(np.isnan(got), nan)
-        bits = f"i{got.itemsize}"
-        np.testing.assert_array_equal(got[~nan].view(bits), want[~nan].view(bits))
-    else:
-        np.testing.assert_array_equal(got, want)
+    return operand_pair(dtype, shape, seed, 0.05)
 
 
 def check_on(cp, device: int, got, want) -> None:

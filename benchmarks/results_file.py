@@ -1,0 +1,32 @@
+"""Where a benchmark's results go: ``<kind>-<device>-<date>.json`` under the results folder.
+
+One function, so every script names its files the same way and prints the
+same closing lines: its table, then the path it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+#: The default results folder: benchmarks/results, next to the scripts.
+RESULTS = Path(__file__).parent / "results"
+
+
+def out_folder(doc: str, argv: "list[str] | None") -> Path:
+    """The ``--out`` folder of a benchmark that takes no other option (``--help`` shows its docstring)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    return parser.parse_args(argv).out
+
+
+def save_report(report: dict, out: Path, kind: str, table: list[str]) -> Path:
+    """Write ``report`` (tagged with ``environment.device`` and ``.date``) as JSON, print ``table`` and the path."""
+    env = report["environment"]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{kind}-{str(env['device']).replace(' ', '_')}-{str(env['date'])[:10]}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print("\n".join(table))
+    print(f"wrote {path}")
+    return path
