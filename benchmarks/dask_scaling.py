@@ -96,6 +96,13 @@ def synchronize() -> None:
     cupy.cuda.Device().synchronize()
 
 
+def release_gpu_memory() -> None:
+    """Hand this process's cached, unused GPU blocks back to the driver."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
 def rows_agree(c_block: Any, a_block: Any, b: Any) -> bool:
     """A few rows of an output block equal a direct product of those rows (another kernel family)."""
     import cupy
@@ -233,7 +240,6 @@ def cluster_overhead(client, worker: str, size: int) -> dict[str, float]:
 
 def local_overhead(size: int) -> dict[str, float]:
     """Direct call against the Dask path under the threaded scheduler, all on GPU 0 of this process."""
-    import cupy
     import dask
     import dask.array as da
 
@@ -258,8 +264,6 @@ def local_overhead(size: int) -> dict[str, float]:
         y = da.from_array(b, chunks=chunks, asarray=False, name=False)
         out[label] = timed(lambda: dask.compute(tgd.matmul(x, y, "max_plus"), scheduler="threads"))
         progress(f"  {label}: {out[label]:.4f} s")
-    del a, b
-    cupy.get_default_memory_pool().free_all_blocks()
     return out
 
 
@@ -287,6 +291,7 @@ def run(size: int, overhead_size: int, gpus: int) -> dict[str, Any]:
                               "row_blocks": ROW_BLOCKS, "ops": "2*M*N*K per product (a multiply-add is 2 ops)"}
     progress(f"{report['environment']['device']} x {gpus}; overhead at {overhead_size}^3 in this process (GPU 0)")
     overhead = local_overhead(overhead_size)
+    release_gpu_memory()  # its operands are gone with it; the clusters' workers need the memory
     points = [scaling_point([0], size, overhead_size)]
     if gpus >= 2:
         points.append(scaling_point([0, 1], size, overhead_size))

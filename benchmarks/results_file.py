@@ -9,16 +9,21 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Callable
 
 #: The default results folder: benchmarks/results, next to the scripts.
 RESULTS = Path(__file__).parent / "results"
 
 
-def out_folder(doc: str, argv: "list[str] | None") -> Path:
-    """The ``--out`` folder of a benchmark that takes no other option (``--help`` shows its docstring)."""
+def run_and_save(doc: str, argv: "list[str] | None", kind: str, run: "Callable[[], dict]",
+                 table: "Callable[[dict], list[str]]") -> int:
+    """The whole ``main`` of a benchmark whose only option is ``--out`` (``--help`` shows its docstring)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    return parser.parse_args(argv).out
+    out = parser.parse_args(argv).out
+    report = run()
+    save_report(report, out, kind, table(report))
+    return 0
 
 
 def save_report(report: dict, out: Path, kind: str, table: list[str]) -> Path:

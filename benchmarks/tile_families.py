@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from results_file import out_folder, save_report  # benchmarks/ is this script's own directory
+from results_file import run_and_save  # benchmarks/ is this script's own directory
 from throughput import bench_product, environment
 
 from tropical_gemm.engines import cuda as cuda_engine
@@ -68,10 +68,7 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    out = out_folder(__doc__, argv)
-    report = run()
-    save_report(report, out, "tile-families", table(report))
-    return 0
+    return run_and_save(__doc__, argv, "tile-families", run, table)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 import tropical_gemm as tg
-from results_file import out_folder, save_report  # benchmarks/ is this script's own directory
+from results_file import run_and_save  # benchmarks/ is this script's own directory
 from tropical_gemm.torch import tropical_matmul, tropical_matmul_with_argmax
 
 #: The issue's budget for the wrapper, per call at small sizes, on CUDA.
@@ -295,10 +295,7 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    out = out_folder(__doc__, argv)
-    report = run()
-    save_report(report, out, "torch", table(report))
-    return 0
+    return run_and_save(__doc__, argv, "torch", run, table)
 
 
 if __name__ == "__main__":

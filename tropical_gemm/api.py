@@ -45,11 +45,8 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     dtype = _common_dtype(a, b)
     shape = product_shape(a.shape, b.shape)
     c_out, idx_out = _outputs(engine, out, argmax, shape, dtype, a)
-    for buf in (c_out, idx_out):
-        if buf is not None and (engine.may_share_memory(buf, a) or engine.may_share_memory(buf, b)):
-            raise ValueError("out must not overlap the operands a or b")
-    if idx_out is not None and engine.may_share_memory(c_out, idx_out):
-        raise ValueError("out[0] and out[1] must not overlap each other")
+    if out is not None:
+        _refuse_overlaps(engine, [buf for buf in (c_out, idx_out) if buf is not None], (a, b), "the operands a or b")
     engine.forward(a, b, sr, c_out, idx_out)
     return (c_out, idx_out) if argmax else c_out
 
@@ -107,13 +104,21 @@ def matmul_backward(
         )
     grad_a, grad_b = _gradient_outputs(engine, out, a, b, dtype)
     if out is not None:
-        for buf in (grad_a, grad_b):
-            if any(engine.may_share_memory(buf, x) for x in (grad_c, a, b, argmax)):
-                raise ValueError("out must not overlap grad_c, a, b or argmax")
-        if engine.may_share_memory(grad_a, grad_b):
-            raise ValueError("out[0] and out[1] must not overlap each other")
+        _refuse_overlaps(engine, [grad_a, grad_b], (grad_c, a, b, argmax), "grad_c, a, b or argmax")
     engine.backward(grad_c, a, b, argmax, sr, deterministic, grad_a, grad_b)
     return grad_a, grad_b
+
+
+def _refuse_overlaps(engine: Any, outputs: list[Any], inputs: tuple[Any, ...], inputs_named: str) -> None:
+    """A caller's ``out`` buffers must not overlap the inputs or each other: the engine writes them while reading.
+
+    New buffers cannot overlap anything, so callers check only buffers they were given.
+    """
+    for buf in outputs:
+        if any(engine.may_share_memory(buf, x) for x in inputs):
+            raise ValueError(f"out must not overlap {inputs_named}")
+    if len(outputs) == 2 and engine.may_share_memory(*outputs):
+        raise ValueError("out[0] and out[1] must not overlap each other")
 
 
 def _common_dtype(a: Any, b: Any) -> np.dtype:

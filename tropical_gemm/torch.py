@@ -424,6 +424,11 @@ def _check_tensors(a: object, b: object) -> None:
         )
 
 
+def _needs_grad(a: Tensor, b: Tensor) -> bool:
+    """Whether autograd will ask for gradients, so the argmax must be kept."""
+    return torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+
+
 def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> Tensor:
     """Tropical product ``C[..., i, j] = ⊕_k a[..., i, k] ⊗ b[..., k, j]`` of two tensors.
 
@@ -447,7 +452,7 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
     """
     _check_tensors(a, b)
     name = _semiring_name(semiring)
-    needs_grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    needs_grad = _needs_grad(a, b)
     if _plain_eager(a, b):
         return _EagerProduct.apply(a, b, name)[0] if needs_grad else _forward(a, b, name, with_argmax=False)[0]
     return _matmul_with_argmax_op(a, b, name)[0] if needs_grad else _matmul_op(a, b, name)
@@ -471,7 +476,7 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
     _check_tensors(a, b)
     name = _semiring_name(semiring)
     if _plain_eager(a, b):
-        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        if _needs_grad(a, b):
             return _EagerProduct.apply(a, b, name)
         return _forward(a, b, name, with_argmax=True)
     return _matmul_with_argmax_op(a, b, name)

@@ -310,14 +310,14 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     spec = make_spec(op, semiring, dtype, a_layout=_layout(a_sm, a_sk), b_layout=_layout(b_sk, b_sn), tile=tile)
     shape = tile_shape(spec)
     launch = Launch(m, n, k, dims, (sa, sb))
-    tiles = -(-m // shape.bm) * -(-n // shape.bn) * launch.batches
+    tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
     splits = k_splits(tiles, k, sms) if may_split else 1
-    scalars = tuple(np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, launch.batches))
+    scalars = tuple(np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches))
     resolve = make_spec("argmax_resolve", semiring, dtype) if argmax and tile != "skinny" else None
     return ForwardPlan(
         spec=spec, grid=min(tiles, _GRID_LIMIT), block=shape.threads,
         scalars=scalars + tuple(launch.batch_args()), swap_operands=transpose, resolve=resolve,
-        resolve_grid=max(1, min(-(-m * n * launch.batches // ELEMENTWISE_THREADS), _GRID_LIMIT)),
+        resolve_grid=max(1, min(-(-m * n * batches // ELEMENTWISE_THREADS), _GRID_LIMIT)),
         resolve_depth=np.int32(shape.bk), splits=splits,
     )
 
