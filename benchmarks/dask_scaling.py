@@ -8,7 +8,8 @@ as in throughput.py, so T ops/s = 2·M·N·K / seconds.
   ``local_gpu_cluster(devices=[0, 1])``.  A is cut into 2 row blocks, one per
   GPU of the larger cluster, made on the workers (cupy random chunks); B is
   one chunk, replicated to every worker before timing (the time to replicate
-  it is reported apart).  Each output row block then needs only data already
+  it is reported apart), and the scheduler's active memory manager is
+  stopped, since it drops replicas no queued task needs.  Each output row block then needs only data already
   on its worker: cutting N or K too would make chunk products wait for
   gigabyte chunks to cross between worker processes, which without UCX goes
   through host memory over TCP and would measure that, not the product.  The
@@ -196,6 +197,7 @@ def scaling_point(devices: list[int], size: int, overhead_size: int) -> dict[str
         b, b_blocks = on_workers(client, [size], [size], workers, seed=100)
         distributed.wait([*a_blocks.values(), *b_blocks.values()])
         client.run(synchronize)
+        client.amm.stop()  # its ReduceReplicas policy would drop B's copies between runs (seen: 1.4 s runs became 5.7 s)
         start = time.perf_counter()
         client.replicate(list(b_blocks.values()))
         replicate_s = time.perf_counter() - start

@@ -42,8 +42,17 @@ def test_local_gpu_cluster_shows_each_worker_its_own_gpu():
 
 
 def test_devices_are_numbered_as_this_process_sees_them(monkeypatch):
+    # The mask names GPUs that need not exist.  distributed's GPU monitor looks
+    # up the first GPU of the mask through NVML (an error where NVML is there),
+    # so it is switched off: in this process, whose NVML state may be set by an
+    # earlier test, and in the workers, which inherit the config.
+    from distributed.diagnostics import nvml
+
+    monkeypatch.setattr(nvml, "device_get_count", lambda: 0)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    with tgd.local_gpu_cluster(devices=[1]) as cluster, distributed.Client(cluster, timeout="60s") as client:
+    with (dask.config.set({"distributed.diagnostics.nvml": False}),
+          tgd.local_gpu_cluster(devices=[1]) as cluster,
+          distributed.Client(cluster, timeout="60s") as client):
         assert list(client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"]).values()) == ["5"]
     with pytest.raises(ValueError, match=r"device 2 is not among the 2 GPUs that CUDA_VISIBLE_DEVICES='3,5' shows"):
         tgd.local_gpu_cluster(devices=[2])
