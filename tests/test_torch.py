@@ -484,10 +484,18 @@ def cuda(request):
     return torch.device("cuda", torch.cuda.current_device())
 
 
+#: Products the CUDA bridge cannot queue as one launch of buffers, so it goes
+#: through the engine on cupy views: K slices (a 64×48 output has too few
+#: tiles for the GPU), four batch dims that do not fold, K = 0, an empty output.
+GENERAL_PATH_SHAPES = [((64, 1024), (1024, 48)), ((2, 1, 3, 1, 4, 5), (1, 2, 1, 3, 5, 6)), ((3, 0), (0, 4)),
+                       ((0, 4), (4, 5))]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-@pytest.mark.parametrize("shapes", BATCHED_SHAPES + [((70, 33), (33, 90)), ((3, 129, 64), (64, 5))], ids=str)
+@pytest.mark.parametrize("shapes", BATCHED_SHAPES + [((70, 33), (33, 90)), ((3, 129, 64), (64, 5))]
+                         + GENERAL_PATH_SHAPES, ids=str)
 def test_cuda_forward_matches_cpu(cuda, path, shapes, semiring, dtype):
     a, b = random_operands(*shapes, dtype)
     values, argmax = tgt.tropical_matmul_with_argmax(a.to(cuda), b.to(cuda), semiring)
@@ -499,8 +507,30 @@ def test_cuda_forward_matches_cpu(cuda, path, shapes, semiring, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shapes", [((70, 33), (33, 90)), ((2, 1, 3, 4), (3, 4, 5))], ids=str)
+def test_cuda_single_launch_products_take_buffers_not_cupy_views(cuda, shapes, monkeypatch):
+    """The host-time path: a one-launch product and its gradient never build cupy arrays."""
+    a, b = (x.requires_grad_() for x in random_operands(*shapes, torch.float32, device=cuda))
+    a_cpu, b_cpu = (x.detach().cpu().requires_grad_() for x in (a, b))
+    expected = tgt.tropical_matmul(a_cpu, b_cpu)
+    expected.backward(torch.ones_like(expected))
+
+    def no_views(device):
+        raise AssertionError(f"the product went through cupy views on {device}")
+
+    monkeypatch.setattr(tgt, "_engine", no_views)
+    values = tgt.tropical_matmul(a, b)
+    values.backward(torch.ones_like(values))
+    torch.cuda.synchronize()
+    monkeypatch.undo()
+    torch.testing.assert_close(values.detach().cpu(), expected.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(a.grad.cpu(), a_cpu.grad)
+    torch.testing.assert_close(b.grad.cpu(), b_cpu.grad)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-@pytest.mark.parametrize("shapes", BATCHED_SHAPES + [((40, 300), (300, 50))], ids=str)
+@pytest.mark.parametrize("shapes", BATCHED_SHAPES + [((40, 300), (300, 50))] + GENERAL_PATH_SHAPES[:2], ids=str)
 def test_cuda_deterministic_gradients_equal_cpu_bit_for_bit(cuda, path, shapes, semiring):
     a, b = (x.requires_grad_() for x in random_operands(*shapes, torch.float32))  # ties are fine: same rule
     grad_c = torch.randn(tgt.tropical_matmul(a, b, semiring).shape, generator=torch.Generator().manual_seed(3))

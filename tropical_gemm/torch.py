@@ -51,7 +51,8 @@ _SUPPORTED: dict[torch.dtype, str] = {
     torch.int32: "int32",
     torch.int64: "int64",
 }
-_TORCH_INDEX_DTYPES = {"int32": torch.int32, "int64": torch.int64}
+#: Keyed by numpy dtype, not by name: ``np.dtype.name`` formats a string on every call (about 3 µs).
+_TORCH_INDEX_DTYPES = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}
 _NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {t: np.dtype(name) for t, name in _SUPPORTED.items()}
 
 
@@ -82,7 +83,7 @@ def _check_operands(a: Tensor, b: Tensor, semiring: str) -> None:
 
 
 def _argmax_dtype(k: int) -> torch.dtype:
-    return _TORCH_INDEX_DTYPES[argmax_dtype(k).name]
+    return _TORCH_INDEX_DTYPES[argmax_dtype(k)]
 
 
 def _semiring_name(semiring: "str | Semiring") -> str:
@@ -165,6 +166,16 @@ def _cupy_stream(device_index: int, handle: int) -> Any:
     return cp.cuda.ExternalStream(handle, device_index)
 
 
+def _current_stream(device_index: int) -> Any:
+    """cupy's view of PyTorch's current stream on a device, where the kernels go."""
+    return _cupy_stream(device_index, torch._C._cuda_getCurrentRawStream(device_index))
+
+
+def _buffer(t: Tensor) -> Any:
+    """A CUDA tensor's memory as the engine's ``DeviceBuffer``: no cupy array, for one-launch products."""
+    return _cuda_engine().DeviceBuffer(t.data_ptr(), tuple(t.shape), t.stride())
+
+
 @contextmanager
 def _engine(device: torch.device) -> Iterator[tuple[Callable[[Tensor], Any], ModuleType]]:
     """Run an engine for tensors on ``device``: yields how a tensor becomes its array, and the engine.
@@ -179,11 +190,7 @@ def _engine(device: torch.device) -> Iterator[tuple[Callable[[Tensor], Any], Mod
         raise ValueError(f"tropical matmul runs on cpu and cuda tensors, not on {device.type}")
     cp = _cupy()
     index = device.index
-    with (
-        cp.cuda.Device(index),
-        _cupy_stream(index, torch._C._cuda_getCurrentRawStream(index)),
-        cp.cuda.using_allocator(_torch_allocator),
-    ):
+    with cp.cuda.Device(index), _current_stream(index), cp.cuda.using_allocator(_torch_allocator):
         yield _cupy_view, _cuda_engine()
 
 
@@ -212,26 +219,39 @@ def _forward(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Te
     The engine is called directly, not through ``tropical_gemm.matmul``: the
     operands are checked above in torch's terms, and the outputs are new, so
     the core API's checks of the arrays would only repeat those, per call.
+    A CUDA product that is one launch skips the cupy views too.
     """
     values, argmax = _empty_outputs(a, b, semiring, with_argmax)
+    sr = get_semiring(semiring)
+    if a.device.type == "cuda" and _cuda_engine().launch_forward(
+            _buffer(a), _buffer(b), _buffer(values), None if argmax is None else _buffer(argmax), sr,
+            _SUPPORTED[a.dtype], a.device.index, _current_stream(a.device.index)):
+        return values, argmax
     with _engine(a.device) as (view, engine):
-        engine.forward(view(a), view(b), get_semiring(semiring), view(values),
-                       None if argmax is None else view(argmax))
+        engine.forward(view(a), view(b), sr, view(values), None if argmax is None else view(argmax))
     return values, argmax
 
 
 def _backward(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
-    """The core ``matmul_backward`` into gradients allocated by torch; deterministic when torch is asked to be.
+    """The core ``matmul_backward`` of checked operands into gradients allocated by torch.
 
-    The flag is read when the kernel runs, as torch's own kernels read it.
+    Deterministic when torch is asked to be: the flag is read when the kernel
+    runs, as torch's own kernels read it.  On CUDA the engine takes the
+    tensors' buffers directly where it can.
     """
-    _check_operands(a, b, semiring)
-    grad_a = torch.empty(a.shape, dtype=a.dtype, device=a.device)
-    grad_b = torch.empty(b.shape, dtype=b.dtype, device=b.device)
+    grad_a = torch.empty_like(a, memory_format=torch.contiguous_format)  # half the host time of torch.empty(shape, ...)
+    grad_b = torch.empty_like(b, memory_format=torch.contiguous_format)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    if a.device.type == "cuda" and argmax.dtype == torch.int32:
+        grad_c = grad_c.contiguous()  # the kernels read both row-major
+        if _cuda_engine().launch_backward(
+                _buffer(grad_c), _buffer(a), _buffer(b), _buffer(argmax.contiguous()), get_semiring(semiring),
+                deterministic, _buffer(grad_a), _buffer(grad_b), _SUPPORTED[a.dtype], a.device.index,
+                _current_stream(a.device.index)):
+            return grad_a, grad_b
     with _engine(a.device) as (view, _):
         api.matmul_backward(view(grad_c), view(a), view(b), view(argmax), semiring,
-                            deterministic=torch.are_deterministic_algorithms_enabled(),
-                            out=(view(grad_a), view(grad_b)))
+                            deterministic=deterministic, out=(view(grad_a), view(grad_b)))
     return grad_a, grad_b
 
 
@@ -259,6 +279,7 @@ def _(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
 @torch.library.custom_op("tropical_gemm::matmul_backward", mutates_args=())
 def _matmul_backward_op(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
     """The core ``matmul_backward``, as an op so that it can itself be differentiated."""
+    _check_operands(a, b, semiring)
     return _backward(grad_c, a, b, argmax, semiring)
 
 
@@ -375,30 +396,36 @@ def _plain_eager(a: Tensor, b: Tensor) -> bool:
 
 
 class _EagerProduct(torch.autograd.Function):
-    """The product with argmax and its gradient in eager code: one autograd node, no dispatcher.
+    """The product and its gradient in eager code: one autograd node, no dispatcher.
 
-    The kernels and formulas of ``tropical_gemm::matmul_with_argmax``.  Under
+    The kernels and formulas of ``tropical_gemm::matmul_with_argmax``.  It
+    returns the argmax as a second output only when asked to: each output
+    costs autograd host time on every forward and backward.  Under
     ``create_graph`` the backward goes through ``tropical_gemm::matmul_backward``,
     whose own autograd formula gives double backward.
     """
 
     @staticmethod
-    def forward(ctx: Any, a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    def forward(ctx: Any, a: Tensor, b: Tensor, semiring: str, return_argmax: bool) -> "Tensor | tuple[Tensor, Tensor]":
         values, argmax = _forward(a, b, semiring, with_argmax=True)
         ctx.semiring = semiring
         ctx.save_for_backward(a, b, argmax)
+        if not return_argmax:
+            return values
         ctx.mark_non_differentiable(argmax)
         ctx.set_materialize_grads(False)  # no zero-filled gradient for the argmax, on every backward
         return values, argmax
 
     @staticmethod
-    def backward(ctx: Any, grad_values: "Tensor | None", _grad_argmax: None) -> tuple:
+    def backward(ctx: Any, grad_values: "Tensor | None", *_grad_argmax: None) -> tuple:
         if grad_values is None:
-            return None, None, None
+            return None, None, None, None
         a, b, argmax = ctx.saved_tensors
-        gradients = _matmul_backward_op if torch.is_grad_enabled() else _backward
-        grad_a, grad_b = gradients(grad_values, a, b, argmax, ctx.semiring)
-        return grad_a, grad_b, None
+        if torch.is_grad_enabled():
+            grad_a, grad_b = _matmul_backward_op(grad_values, a, b, argmax, ctx.semiring)
+        else:  # the operands were checked by the forward
+            grad_a, grad_b = _backward(grad_values, a, b, argmax, ctx.semiring)
+        return grad_a, grad_b, None, None
 
 
 # ----------------------------------------------------------- public functions
@@ -454,7 +481,7 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
     name = _semiring_name(semiring)
     needs_grad = _needs_grad(a, b)
     if _plain_eager(a, b):
-        return _EagerProduct.apply(a, b, name)[0] if needs_grad else _forward(a, b, name, with_argmax=False)[0]
+        return _EagerProduct.apply(a, b, name, False) if needs_grad else _forward(a, b, name, with_argmax=False)[0]
     return _matmul_with_argmax_op(a, b, name)[0] if needs_grad else _matmul_op(a, b, name)
 
 
@@ -477,7 +504,7 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
     name = _semiring_name(semiring)
     if _plain_eager(a, b):
         if _needs_grad(a, b):
-            return _EagerProduct.apply(a, b, name)
+            return _EagerProduct.apply(a, b, name, True)
         return _forward(a, b, name, with_argmax=True)
     return _matmul_with_argmax_op(a, b, name)
 

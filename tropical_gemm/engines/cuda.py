@@ -8,9 +8,10 @@ go to CuPy's current stream and nothing here synchronises the device.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -147,13 +148,28 @@ class Launch:
     def batches(self) -> int:
         return int(np.prod(self.batch_dims, dtype=np.int64)) if self.batch_dims else 1
 
-    def batch_args(self) -> list[np.int64]:
+    def batch_args(self) -> list[int]:
         """``d1, d2`` then each array's three padded batch strides."""
         dims = _padded(self.batch_dims, 1)
         args = [dims[1], dims[2]]
         for s in self.batch_strides:
             args += list(_padded(s, 0))
-        return [np.int64(v) for v in args]
+        return args
+
+
+def kernel_ints(values: Any) -> tuple:
+    """64-bit kernel arguments (the kernels' ``i64`` and pointers) that cupy passes as they are.
+
+    cupy turns each numpy scalar or int into its C form on every launch
+    (about 0.4 µs each on an H100 host; a backward launch takes 28
+    arguments), but passes its own ``CIntptr`` through, so plans hold those.
+    """
+    return tuple(map(_cintptr(), values))
+
+
+@lru_cache(maxsize=None)
+def _cintptr() -> type:
+    return _cupy().cuda.function.CIntptr
 
 
 def _split_batches(batch: tuple[int, ...], arrays: list[Any]):
@@ -275,16 +291,17 @@ class ForwardPlan:
     resolve_depth: np.int32
     splits: int
 
-    def launch(self, a: Any, b: Any, c: Any, idx: Any) -> None:
+    def launch(self, a: Any, b: Any, c: Any, idx: Any, device: int, stream: Any = None) -> None:
+        """Queue the kernel(s) on ``stream`` (default: cupy's current one); arrays are cupy arrays or addresses."""
         first, second = (b, a) if self.swap_operands else (a, b)
         args = (first, second, c, _NULL if idx is None else idx) + self.scalars
-        device = c.device.id
-        get_function(self.spec, device)((self.grid,), (self.block,), args)
+        get_function(self.spec, device)((self.grid,), (self.block,), args, stream=stream)
         if self.resolve is not None:  # the square argmax left slice numbers in idx
-            get_function(self.resolve, device)((self.resolve_grid,), (ELEMENTWISE_THREADS,), args + (self.resolve_depth,))
+            get_function(self.resolve, device)((self.resolve_grid,), (ELEMENTWISE_THREADS,),
+                                               args + (self.resolve_depth,), stream=stream)
 
 
-_NULL = np.uintp(0)
+_NULL = 0  # the argmax pointer of a launch without one
 
 
 @lru_cache(maxsize=1024)
@@ -312,11 +329,11 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     launch = Launch(m, n, k, dims, (sa, sb))
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
     splits = k_splits(tiles, k, sms) if may_split else 1
-    scalars = tuple(np.int64(v) for v in (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches))
+    scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches)
     resolve = make_spec("argmax_resolve", semiring, dtype) if argmax and tile != "skinny" else None
     return ForwardPlan(
         spec=spec, grid=min(tiles, _GRID_LIMIT), block=shape.threads,
-        scalars=scalars + tuple(launch.batch_args()), swap_operands=transpose, resolve=resolve,
+        scalars=kernel_ints(scalars + tuple(launch.batch_args())), swap_operands=transpose, resolve=resolve,
         resolve_grid=max(1, min(-(-m * n * batches // ELEMENTWISE_THREADS), _GRID_LIMIT)),
         resolve_depth=np.int32(shape.bk), splits=splits,
     )
@@ -329,7 +346,7 @@ def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch:
     if plan.splits > 1:
         _split_k(a, b, c, idx, semiring, batch, plan.splits)
     else:
-        plan.launch(a, b, c, idx)
+        plan.launch(a, b, c, idx, c.device.id)
 
 
 def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...], splits: int) -> None:
@@ -401,10 +418,10 @@ def plan_backward(op: str, a_shape: tuple[int, ...], a_strides: tuple[int, ...],
     own_shape = a_shape if op == "backward_a" else b_shape
     operand_batches = int(np.prod(own_shape[:-2], dtype=np.int64))
     work = operand_batches * (m if op == "backward_a" else n) if deterministic else launch.batches * m * n
-    scalars = tuple(np.int64(v) for v in (m, n, k, *a_strides[-2:], *b_strides[-2:], launch.batches))
+    scalars = (m, n, k, *a_strides[-2:], *b_strides[-2:], launch.batches)
     return (make_spec(op, semiring, dtype, deterministic=deterministic),
             max(1, min(-(-work // ELEMENTWISE_THREADS), _GRID_LIMIT)),
-            scalars + tuple(launch.batch_args()) + (np.int64(operand_batches),))
+            kernel_ints(scalars + tuple(launch.batch_args()) + (operand_batches,)))
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -420,3 +437,68 @@ def _backward_launch(op: str, g: Any, idx: Any, a: Any, b: Any, grad: Any, semir
     spec, grid, scalars = plan_backward(op, a.shape, _element_strides(a), b.shape, _element_strides(b), batch,
                                         dtype_name(a.dtype), semiring.name, deterministic)
     get_function(spec, grad.device.id)((grid,), (ELEMENTWISE_THREADS,), (g, a, b, idx, grad) + scalars)
+
+
+# ------------------------------------------------------- foreign buffers
+
+
+class DeviceBuffer(NamedTuple):
+    """An array in GPU memory that another library owns: its address, shape and strides in elements."""
+
+    address: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+def launch_forward(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, idx: DeviceBuffer | None,
+                   semiring: Semiring, dtype: str, device: int, stream: Any) -> bool:
+    """Queue the product ``c = a ⊗ b`` on ``stream`` if it is a single launch; else queue nothing and return False.
+
+    For callers whose memory lives in another library's tensors (the torch
+    bridge): wrapping each buffer in a cupy array costs more host time than
+    launching a small product.  ``c`` and ``idx`` (int32) must be new,
+    C-contiguous outputs, checked by the caller.  Everything that is not one
+    launch (empty outputs, K = 0, K slices, batches that need splitting,
+    argmax with K >= 2**31) returns False: call ``forward`` on cupy arrays.
+    """
+    k = a.shape[-1]
+    batch = c.shape[:-2]
+    if k == 0 or 0 in c.shape or len(batch) > KERNEL_BATCH_DIMS or (idx is not None and k >= 2**31):
+        return False
+    plan = plan_forward(a.shape, a.strides, b.shape, b.strides, batch, dtype, semiring.name, idx is not None,
+                        _sm_count(device), True)
+    if plan.splits > 1:
+        return False
+    with _cupy().cuda.Device(device):
+        plan.launch(*kernel_ints((a.address, b.address, c.address, _NULL if idx is None else idx.address)),
+                    device, stream)
+    return True
+
+
+def launch_backward(grad_c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, argmax: DeviceBuffer,
+                    semiring: Semiring, deterministic: bool, grad_a: DeviceBuffer, grad_b: DeviceBuffer,
+                    dtype: str, device: int, stream: Any) -> bool:
+    """``backward`` for buffers, queued on ``stream``; False, with nothing queued, where it needs cupy arrays.
+
+    ``grad_c``, ``argmax`` (int32) and the new gradients must be C-contiguous
+    (checked by the caller).  Only a batch that needs splitting returns False.
+    """
+    batch = grad_c.shape[:-2]
+    if len(batch) > KERNEL_BATCH_DIMS:
+        return False
+    cupy = _cupy()
+    itemsize = np.dtype(dtype).itemsize
+    with cupy.cuda.Device(device):
+        for grad in (grad_a, grad_b):
+            nbytes = itemsize * math.prod(grad.shape)
+            if nbytes:
+                cupy.cuda.runtime.memsetAsync(grad.address, 0, nbytes, stream.ptr)
+        if 0 in grad_c.shape or a.shape[-1] == 0:
+            return True
+        inputs = kernel_ints((grad_c.address, a.address, b.address, argmax.address))
+        for op, grad in (("backward_a", grad_a), ("backward_b", grad_b)):
+            spec, grid, scalars = plan_backward(op, a.shape, a.strides, b.shape, b.strides, batch, dtype,
+                                                semiring.name, deterministic)
+            get_function(spec, device)((grid,), (ELEMENTWISE_THREADS,), inputs + kernel_ints((grad.address,)) + scalars,
+                                       stream=stream)
+    return True
