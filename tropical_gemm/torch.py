@@ -431,8 +431,10 @@ class _EagerProduct(torch.autograd.Function):
 #: ``_EagerProduct.apply`` without ``Function.apply``'s Python preamble, which
 #: unwraps functorch wrappers and binds default arguments (about 3 µs a call):
 #: the eager path runs only without functorch transforms, and ``forward``
-#: takes no defaults.  The autograd node is the same C++ one.
-_eager_product = vars(torch._C._FunctionBase)["apply"].__get__(None, _EagerProduct)
+#: takes no defaults.  The autograd node is the same C++ one.  A torch whose
+#: C base class is laid out differently gets the plain ``apply``.
+_C_APPLY = vars(torch._C._FunctionBase).get("apply")
+_eager_product = _EagerProduct.apply if _C_APPLY is None else _C_APPLY.__get__(None, _EagerProduct)
 
 
 # ----------------------------------------------------------- public functions
