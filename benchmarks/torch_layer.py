@@ -327,6 +327,18 @@ def run() -> dict[str, object]:
     return report
 
 
+def overhead_lines(rows: dict[str, dict[str, float]]) -> list[str]:
+    """The per-call table of one ``overhead`` measurement: workloads with their overhead, then torch's references."""
+    per_call = per_call_overhead(rows)
+    lines = [f"  per call at {SMALL}^3 (µs)        torch       core   overhead   per wrapper call"]
+    for name, row in rows.items():
+        line = f"  {name:<30} {row['torch_us']:8.1f}"
+        if name in per_call:
+            line += f" {row['core_us']:10.1f} {row['overhead_us']:10.1f} {per_call[name]:12.1f}"
+        lines.append(line)
+    return lines
+
+
 def table(report: dict[str, object]) -> list[str]:
     lines = []
     for device in ("cuda", "cpu"):
@@ -344,23 +356,13 @@ def table(report: dict[str, object]) -> list[str]:
             if "speedup" in bc:
                 line += f" (ours {bc['torch_forward_backward_s'] * 1e3:.3f} ms, {bc['speedup']:.1f}x faster)"
             lines.append(line)
-        lines.append(f"  per call at {SMALL}^3 (µs)        torch       core   overhead   per wrapper call")
-        per_call = per_call_overhead(part["overhead"])
-        for name, row in part["overhead"].items():
-            if name in per_call:
-                lines.append(f"  {name:<30} {row['torch_us']:8.1f} {row['core_us']:10.1f} {row['overhead_us']:10.1f}"
-                             f" {per_call[name]:12.1f}")
-            else:
-                lines.append(f"  {name:<30} {row['torch_us']:8.1f}")
+        lines += overhead_lines(part["overhead"])
     if "cuda" in report:
         threads_off = report["cuda"]["overhead_autograd_threads_off"]
         lines.append("  with autograd's device threads off (backward on the calling thread):")
-        for name, row in threads_off.items():
-            lines.append(f"  {name:<30} {row['torch_us']:8.1f}" + (f" {row['core_us']:10.1f} {row['overhead_us']:10.1f}"
-                                                                   if "core_us" in row else ""))
+        lines += overhead_lines(threads_off)
         for label, rows in (("default autograd", report["cuda"]["overhead"]), ("autograd threads off", threads_off)):
-            per_call = per_call_overhead(rows)
-            worst = max(per_call.values())
+            worst = max(per_call_overhead(rows).values())
             verdict = "within" if worst <= OVERHEAD_BUDGET_US else "OVER"
             lines.append(f"cuda wrapper overhead, {label}: worst {worst:.1f} µs per wrapper call (forward+backward "
                          f"counts two, less the autograd floor), {verdict} the {OVERHEAD_BUDGET_US:.0f} µs budget")
