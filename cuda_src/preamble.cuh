@@ -623,11 +623,12 @@ struct SkinnyKernel {
 
 // ------------------------------------------------------------------ backward
 //
-// The gradient of C[i,j] flows to its argmax k.  The atomic kernels give one
-// thread per output element and add with atomics (fast, order varies).  The
-// deterministic kernels give one thread per row of grad_a (column of grad_b)
-// and add in the CPU engine's order: batch ascending, then j (resp. i)
-// ascending, so their bits match the CPU engine.
+// The gradient of C[i,j] flows to its argmax k.  The atomic kernel gives one
+// thread per output element, which adds into both gradients with atomics
+// (one launch, G and IDX read once; fast, order varies).  The ordered
+// kernels give one thread per row of grad_a (column of grad_b) and add in
+// the CPU engine's order: batch ascending, then j (resp. i) ascending, so
+// their bits match the CPU engine.
 
 struct Backward {
   i64 M, N, K;
@@ -667,9 +668,10 @@ __device__ __forceinline__ bool contribution(T g, T a, T b, T& out) {
   }
 }
 
-template <class SR, class T, bool TO_A>
+template <class SR, class T>
 __device__ void backward_atomic(const T* __restrict__ G, const T* __restrict__ A, const T* __restrict__ B,
-                                const int* __restrict__ IDX, T* __restrict__ GRAD, const Backward& p) {
+                                const int* __restrict__ IDX, T* __restrict__ GRAD_A, T* __restrict__ GRAD_B,
+                                const Backward& p) {
   const i64 per_batch = p.M * p.N;
   const i64 total = per_batch * p.batches;
   for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
@@ -681,12 +683,12 @@ __device__ void backward_atomic(const T* __restrict__ G, const T* __restrict__ A
     i64 a_off, b_off, ga_off, gb_off;
     p.bt.offsets(batch, a_off, b_off);
     p.grad_offsets(batch, ga_off, gb_off);
+    const T g = G[e];
     const T a = A[a_off + i * p.a_sm + k * p.a_sk];
     const T b = B[b_off + k * p.b_sk + j * p.b_sn];
     T c;
-    if (!contribution<SR, T, TO_A>(G[e], a, b, c)) continue;
-    if (TO_A) atomicAdd(&GRAD[ga_off + i * p.K + k], c);
-    else atomicAdd(&GRAD[gb_off + k * p.N + j], c);
+    if (contribution<SR, T, true>(g, a, b, c)) atomicAdd(&GRAD_A[ga_off + i * p.K + k], c);
+    if (contribution<SR, T, false>(g, a, b, c)) atomicAdd(&GRAD_B[gb_off + k * p.N + j], c);
   }
 }
 

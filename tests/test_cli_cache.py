@@ -15,7 +15,7 @@ from jit_helpers import REPO, cache_files
 from tropical_gemm.cli import COMMANDS, main, parse_size
 from tropical_gemm.jit import disk_cache as dc
 
-WARMUP = ["warmup", "--arch", "sm_80,sm_90", "--semiring", "max_plus", "--dtype", "float32", "--op", "backward_b"]
+WARMUP = ["warmup", "--arch", "sm_80,sm_90", "--semiring", "max_plus", "--dtype", "float32", "--op", "backward,backward_ordered_b"]
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -41,7 +41,7 @@ def test_warmup_then_info_and_list(cache_root, capsys):
     code, out, _ = run_cli(capsys, "cache", "list", "--json")
     listing = json.loads(out)
     assert code == 0 and len(listing) == 4
-    assert {e["name"] for e in listing} == {"tg_backward_b_max_plus_f32", "tg_backward_b_max_plus_f32_det"}
+    assert {e["name"] for e in listing} == {"tg_backward_max_plus_f32", "tg_backward_ordered_b_max_plus_f32"}
 
     code, out, _ = run_cli(capsys, "cache", "info")
     assert code == 0 and "entries:     4" in out and "sm_80" in out

@@ -68,7 +68,7 @@ def test_info_text_lists_every_section(cache_root):
 
 @pytest.mark.nvrtc
 def test_info_counts_cached_kernels_per_arch(cache_root):
-    warmed = cli("warmup", "--arch", "sm_80", "--semiring", "max_plus", "--dtype", "float32", "--op", "backward_b")
+    warmed = cli("warmup", "--arch", "sm_80", "--semiring", "max_plus", "--dtype", "float32", "--op", "backward,backward_ordered_b")
     assert warmed.returncode == 0, warmed.stderr
     cache = cli_json("info")["cache"]
     assert cache["entries"] == 2 and set(cache["targets"]) == {"sm_80"} and cache["targets"]["sm_80"]["entries"] == 2

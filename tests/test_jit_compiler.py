@@ -11,6 +11,7 @@ from tropical_gemm.jit import COMPILE_OPTIONS, CompileError, NvrtcUnavailableErr
 from tropical_gemm.jit import compiler
 from tropical_gemm.jit.compiler import Target, compile_program, parse_arch, resolve_target
 from tropical_gemm.jit.source import kernel_source
+from tropical_gemm.jit.spec import BACKWARD_OPS
 
 
 @pytest.mark.parametrize("arch, expected", [
@@ -76,7 +77,7 @@ class TestWithNvrtc:
         with pytest.raises(CompileError, match="no entry point named 'tg_expected'"):
             compile_program(source, "tg_expected", Target("cubin", 90))
 
-    @pytest.mark.parametrize("op", ["forward", "forward_argmax", "backward_a", "backward_b"])
+    @pytest.mark.parametrize("op", ["forward", "forward_argmax", *BACKWARD_OPS])
     def test_library_kernels_compile_to_ptx_without_numerics_changing_instructions(self, op):
         # PTX is cheap to produce and shows what the options did: no .ftz, no fused multiply-add, no approximations.
         spec = make_spec(op, "max_mul", "float32")

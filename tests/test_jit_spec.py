@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tropical_gemm.jit import KernelSpec, catalogue, kernel_source, make_spec
+from tropical_gemm.jit import OPS, KernelSpec, catalogue, kernel_source, make_spec
 
 
 def test_names_are_unique_c_identifiers():
@@ -23,7 +23,8 @@ def test_names_are_stable_and_readable():
     assert make_spec("forward", "max_plus", "float32").name == "tg_forward_max_plus_f32_rr_square"
     assert make_spec("forward_argmax", "min_plus", "int64", a_layout="col", tile="skinny").name == \
         "tg_forward_argmax_min_plus_i64_cr_skinny"
-    assert make_spec("backward_b", "max_plus", "float64", deterministic=True).name == "tg_backward_b_max_plus_f64_det"
+    assert make_spec("backward", "max_plus", "float64").name == "tg_backward_max_plus_f64"
+    assert make_spec("backward_ordered_b", "max_plus", "float64").name == "tg_backward_ordered_b_max_plus_f64"
 
 
 def test_specs_are_frozen_and_hashable():
@@ -34,13 +35,13 @@ def test_specs_are_frozen_and_hashable():
 
 
 def test_catalogue_filters_compose():
-    specs = catalogue(semirings_=["max_plus"], dtypes=["float32"], ops=["backward_a"])
-    assert specs == [make_spec("backward_a", "max_plus", "float32", deterministic=d) for d in (False, True)]
+    specs = catalogue(semirings_=["max_plus"], dtypes=["float32", "int32"], ops=["backward", "backward_ordered_a"])
+    assert specs == [make_spec(op, "max_plus", "float32") for op in ("backward", "backward_ordered_a")]
     with pytest.raises(ValueError, match="unknown op"):
         catalogue(ops=["sideways"])
 
 
-@pytest.mark.parametrize("op", ["forward", "forward_argmax", "backward_a", "backward_b"])
+@pytest.mark.parametrize("op", OPS)
 def test_every_source_defines_its_extern_c_entry_point(op):
     # The registry loads cached cubins by this name without recompiling, so it must be unmangled.
     for spec in catalogue(ops=[op], dtypes=["float32"]):

@@ -19,7 +19,7 @@ from tropical_gemm.jit.disk_cache import DiskCache
 pytestmark = pytest.mark.nvrtc
 
 #: Backward kernels compile in a few hundredths of a second: cheap real work.
-SELECTION = dict(semirings="max_plus", dtypes="float32", ops="backward_a")
+SELECTION = dict(semirings="max_plus", dtypes="float32", ops="backward,backward_ordered_a")
 
 
 def fresh_registry() -> Registry:
@@ -31,7 +31,7 @@ def test_warmup_compiles_the_selection_for_several_archs_without_a_gpu(cache_roo
     progress = []
     specs = warmup(**SELECTION, arch=["sm_80", "sm_90"], workers=2, registry=registry,
                    progress=lambda done, total, spec, target: progress.append((done, total, spec.name, target.tag)))
-    assert specs == [make_spec("backward_a", "max_plus", "float32", deterministic=d) for d in (False, True)]
+    assert specs == [make_spec(op, "max_plus", "float32") for op in ("backward", "backward_ordered_a")]
     assert registry.stats()["compiled"] == 4
     assert sorted(p.parent.name for p in cache_files(cache_root, ".cubin")) == ["sm_80", "sm_80", "sm_90", "sm_90"]
     assert [p[0] for p in progress] == [1, 2, 3, 4] and {p[1] for p in progress} == {4}
@@ -46,7 +46,7 @@ def test_a_second_warmup_compiles_nothing_and_the_registry_then_hits_disk(cache_
     from tropical_gemm.jit.source import kernel_source
 
     consumer = gpu_free_registry(source=kernel_source)
-    consumer.get_function(make_spec("backward_a", "max_plus", "float32"), 0)
+    consumer.get_function(make_spec("backward", "max_plus", "float32"), 0)
     assert consumer.stats()["compiled"] == 0 and consumer.stats()["disk_hits"] == 1
 
 
@@ -162,7 +162,7 @@ def test_a_file_that_is_not_a_bundle_is_a_clear_error(tmp_path):
 def test_module_level_compile_spec_cache_dir_and_prune(cache_root):
     from tropical_gemm.jit import cache_dir, compile_spec, prune
 
-    spec = make_spec("backward_b", "max_plus", "float32")
+    spec = make_spec("backward", "max_plus", "float32")
     first, second = compile_spec(spec, "sm_90"), compile_spec(spec, (9, 0))
     assert first.compiled and first.stored and first.path.parent == cache_root / "v1" / "sm_90"
     assert not second.compiled and second.binary == first.binary

@@ -45,8 +45,9 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--semiring", action="append", help="semiring(s) to compile, e.g. max_plus "
                                                             "(comma-separated or repeated; default: all)")
     parser.add_argument("--dtype", action="append", help="dtype(s), e.g. float32 (default: all)")
-    parser.add_argument("--op", action="append", help="operation(s): forward, forward_argmax, backward_a, "
-                                                      "backward_b (default: all)")
+    parser.add_argument("--op", action="append", help="operation(s): forward, forward_argmax, argmax_resolve, "
+                                                      "backward, backward_ordered_a, backward_ordered_b "
+                                                      "(default: all)")
     parser.add_argument("--workers", type=int, help="parallel compiles (default: CPU count, at most 16)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(handler=_run_warmup)

@@ -400,15 +400,42 @@ def backward(grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deter
             return
         batch = grad_c.shape[:-2]
         for (sg, si, sa, sb, sga, sgb), sub_batch in _split_batches(batch, [grad_c, argmax, a, b, grad_a, grad_b]):
-            for op, grad in (("backward_a", sga), ("backward_b", sgb)):
-                _backward_launch(op, sg, si, sa, sb, grad, semiring, sub_batch, deterministic)
+            for op, grads in backward_launches(deterministic, sga, sgb):
+                plan = plan_backward(op, sa.shape, _element_strides(sa), sb.shape, _element_strides(sb), sub_batch,
+                                     dtype_name(sa.dtype), semiring.name)
+                plan.launch((sg, sa, sb, si), grads, sa.device.id)
+
+
+def backward_launches(deterministic: bool, grad_a: Any, grad_b: Any) -> tuple[tuple[str, tuple], ...]:
+    """(op, the gradients it writes) of each launch of a backward.
+
+    By default one atomic launch writes both, reading each output's gradient
+    and argmax once; the deterministic mode needs one ordered launch per
+    operand, since each owns rows of grad_a or columns of grad_b.
+    """
+    if deterministic:
+        return ("backward_ordered_a", (grad_a,)), ("backward_ordered_b", (grad_b,))
+    return (("backward", (grad_a, grad_b)),)
+
+
+@dataclass(frozen=True)
+class BackwardPlan:
+    """One gradient scatter's kernel, grid and scalar arguments, cached per call signature."""
+
+    spec: KernelSpec
+    grid: int
+    scalars: tuple
+
+    def launch(self, inputs: tuple, grads: tuple, device: int, stream: Any = None) -> None:
+        """Queue it: ``inputs`` are (grad_c, a, b, argmax), arrays or addresses, as are ``grads``."""
+        get_function(self.spec, device)((self.grid,), (ELEMENTWISE_THREADS,), (*inputs, *grads, *self.scalars),
+                                        stream=stream)
 
 
 @lru_cache(maxsize=1024)
 def plan_backward(op: str, a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
-                  b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str,
-                  deterministic: bool) -> tuple[KernelSpec, int, tuple]:
-    """(spec, grid, scalar arguments) of one gradient scatter; the gradients are contiguous."""
+                  b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str) -> BackwardPlan:
+    """The launch of one backward op; strides are in elements, the gradients are contiguous."""
     m, k = a_shape[-2:]
     n = b_shape[-1]
     grad_a_strides = _contiguous_strides(a_shape)
@@ -416,13 +443,16 @@ def plan_backward(op: str, a_shape: tuple[int, ...], a_strides: tuple[int, ...],
     shapes_strides = ((a_shape, a_strides), (b_shape, b_strides), (a_shape, grad_a_strides), (b_shape, grad_b_strides))
     dims, folded = fold_batch(batch, [batch_strides(shape, strides, batch) for shape, strides in shapes_strides])
     launch = Launch(m, n, k, dims, tuple(folded))
-    own_shape = a_shape if op == "backward_a" else b_shape
-    operand_batches = int(np.prod(own_shape[:-2], dtype=np.int64))
-    work = operand_batches * (m if op == "backward_a" else n) if deterministic else launch.batches * m * n
-    scalars = (m, n, k, *a_strides[-2:], *b_strides[-2:], launch.batches)
-    return (make_spec(op, semiring, dtype, deterministic=deterministic),
-            max(1, min(-(-work // ELEMENTWISE_THREADS), _GRID_LIMIT)),
-            kernel_ints(scalars + tuple(launch.batch_args()) + (operand_batches,)))
+    scalars = (m, n, k, *a_strides[-2:], *b_strides[-2:], launch.batches, *launch.batch_args())
+    if op == "backward":  # one thread per output element
+        work = launch.batches * m * n
+    else:  # one thread per row of grad_a, or column of grad_b, of each operand batch
+        to_a = op == "backward_ordered_a"
+        operand_batches = math.prod((a_shape if to_a else b_shape)[:-2])
+        work = operand_batches * (m if to_a else n)
+        scalars += (operand_batches,)
+    return BackwardPlan(make_spec(op, semiring, dtype), max(1, min(-(-work // ELEMENTWISE_THREADS), _GRID_LIMIT)),
+                        kernel_ints(scalars))
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -431,13 +461,6 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(step)
         step *= size
     return tuple(reversed(strides))
-
-
-def _backward_launch(op: str, g: Any, idx: Any, a: Any, b: Any, grad: Any, semiring: Semiring,
-                     batch: tuple[int, ...], deterministic: bool) -> None:
-    spec, grid, scalars = plan_backward(op, a.shape, _element_strides(a), b.shape, _element_strides(b), batch,
-                                        dtype_name(a.dtype), semiring.name, deterministic)
-    get_function(spec, grad.device.id)((grid,), (ELEMENTWISE_THREADS,), (g, a, b, idx, grad) + scalars)
 
 
 # ------------------------------------------------------- foreign buffers
@@ -476,33 +499,67 @@ def launch_forward(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, idx: Devic
     return True
 
 
-def launch_backward(grad_c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, argmax: DeviceBuffer,
-                    semiring: Semiring, deterministic: bool, grad_a: DeviceBuffer, grad_b: DeviceBuffer,
-                    dtype: str, device: int, stream: Any) -> bool:
-    """``backward`` for buffers, queued on ``stream``; False, with nothing queued, where it needs cupy arrays.
+class PreparedBackward(NamedTuple):
+    """The default (atomic) backward of one product whose operands and argmax are known: only the gradients are missing.
 
-    ``grad_c``, ``argmax`` (int32) and the new gradients must be C-contiguous
-    (checked by the caller).  Only a batch that needs splitting returns False.
+    The torch bridge prepares it in the forward, because the backward runs on
+    autograd's CUDA worker thread, where each Python step costs more than on
+    the calling thread: there it is two memsets and one launch.  It holds
+    addresses, which must stay valid until the launch is queued (the bridge
+    keeps the tensors saved for backward).  A NamedTuple: one is made per
+    forward, in less than half the time of a frozen dataclass.
     """
-    batch = grad_c.shape[:-2]
-    if len(batch) > KERNEL_BATCH_DIMS:
-        return False
-    memset = _cupy().cuda.runtime.memsetAsync
+
+    layout: "BackwardLayout"
+    operands: tuple  # the addresses of a, b and the argmax, as kernel arguments
+    device: int
+
+    def launch(self, grad_c: int, grad_a: int, grad_b: int, stream: Any) -> None:
+        """Zero ``grad_a`` and ``grad_b`` (new, C-contiguous, shaped like a and b) and scatter ``grad_c`` into them.
+
+        ``grad_c`` is the address of a C-contiguous array shaped like the product.
+        """
+        memset = _cupy().cuda.runtime.memsetAsync
+        plan = self.layout.plan
+        with _device_scope(self.device):
+            for address, nbytes in zip((grad_a, grad_b), self.layout.grad_bytes):
+                if nbytes:
+                    memset(address, 0, nbytes, stream.ptr)
+            if plan is not None:
+                cint = _cintptr()
+                plan.launch((cint(grad_c), *self.operands), (cint(grad_a), cint(grad_b)), self.device, stream)
+
+
+@dataclass(frozen=True)
+class BackwardLayout:
+    """What a prepared backward needs that follows from shapes and strides alone, cached per signature."""
+
+    plan: "BackwardPlan | None"  # None: nothing to scatter (no outputs, or K = 0); the gradients are zeros
+    grad_bytes: tuple[int, int]
+
+
+@lru_cache(maxsize=1024)
+def backward_layout(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                    b_strides: tuple[int, ...], out_shape: tuple[int, ...], dtype: str, semiring: str) -> BackwardLayout:
+    """The layout of a prepared backward; cached, since a training loop repeats its few signatures."""
     itemsize = np.dtype(dtype).itemsize
-    with _device_scope(device):
-        for grad in (grad_a, grad_b):
-            nbytes = itemsize * math.prod(grad.shape)
-            if nbytes:
-                memset(grad.address, 0, nbytes, stream.ptr)
-        if 0 in grad_c.shape or a.shape[-1] == 0:
-            return True
-        *inputs, to_a, to_b = kernel_ints((grad_c.address, a.address, b.address, argmax.address,
-                                           grad_a.address, grad_b.address))
-        for op, grad in (("backward_a", to_a), ("backward_b", to_b)):
-            spec, grid, scalars = plan_backward(op, a.shape, a.strides, b.shape, b.strides, batch, dtype,
-                                                semiring.name, deterministic)
-            get_function(spec, device)((grid,), (ELEMENTWISE_THREADS,), (*inputs, grad, *scalars), stream=stream)
-    return True
+    empty = 0 in out_shape or a_shape[-1] == 0
+    plan = None if empty else plan_backward("backward", a_shape, a_strides, b_shape, b_strides, out_shape[:-2], dtype,
+                                            semiring)
+    return BackwardLayout(plan, (itemsize * math.prod(a_shape), itemsize * math.prod(b_shape)))
+
+
+def prepare_backward(a: DeviceBuffer, b: DeviceBuffer, argmax: DeviceBuffer, semiring: Semiring, dtype: str,
+                     device: int) -> PreparedBackward | None:
+    """The default-mode backward of ``argmax``'s product, to launch later; None where it needs cupy arrays.
+
+    ``argmax`` must be int32 and C-contiguous (checked by the caller).  Only
+    a batch that needs splitting returns None.
+    """
+    if len(argmax.shape) - 2 > KERNEL_BATCH_DIMS:
+        return None
+    layout = backward_layout(a.shape, a.strides, b.shape, b.strides, argmax.shape, dtype, semiring.name)
+    return PreparedBackward(layout, kernel_ints((a.address, b.address, argmax.address)), device)
 
 
 def _device_scope(device: int) -> Any:

@@ -111,7 +111,7 @@ def compile_spec(spec: KernelSpec, arch: Any) -> BuildOutcome:
 
     Examples:
         >>> from tropical_gemm.jit import compile_spec, make_spec
-        >>> spec = make_spec("backward_b", "max_plus", "float32")
+        >>> spec = make_spec("backward", "max_plus", "float32")
         >>> first = compile_spec(spec, "sm_90")
         >>> again = compile_spec(spec, "sm_90")     # now from the disk cache
         >>> again.compiled, again.binary == first.binary
@@ -131,7 +131,7 @@ def stats() -> dict[str, Any]:
         >>> def builds():
         ...     return stats()["compiled"] + stats()["disk_hits"]
         >>> before = builds()
-        >>> _ = compile_spec(make_spec("backward_a", "min_plus", "float32"), "sm_90")
+        >>> _ = compile_spec(make_spec("backward_ordered_a", "min_plus", "float32"), "sm_90")
         >>> builds() - before                  # compiled now, or found on disk
         1
     """

@@ -294,7 +294,7 @@ class BuildOutcome:
 
     Examples:
         >>> from tropical_gemm.jit import compile_spec, make_spec
-        >>> outcome = compile_spec(make_spec("backward_b", "min_plus", "float32"), "sm_90")
+        >>> outcome = compile_spec(make_spec("backward", "min_plus", "float32"), "sm_90")
         >>> outcome.exact, outcome.path.suffix     # built by this NVRTC, stored as a cubin
         (True, '.cubin')
     """

@@ -115,8 +115,8 @@ class Registry:
         >>> from tropical_gemm.jit import Registry, make_spec, resolve_target
         >>> registry = Registry(loader=lambda binary, name, device: name,
         ...                     target_for_device=lambda device: resolve_target("sm_90"))
-        >>> registry.get_function(make_spec("backward_b", "max_plus", "float32"), device=0)
-        'tg_backward_b_max_plus_f32'
+        >>> registry.get_function(make_spec("backward", "max_plus", "float32"), device=0)
+        'tg_backward_max_plus_f32'
         >>> registry.stats()["kernels_in_memory"]
         1
     """

@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from string import Template
 
-from .spec import BACKWARD_OPS, FORWARD_OPS, KernelSpec
+from .spec import FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _SEMIRING_TYPES = {
@@ -113,13 +113,11 @@ def fragment(spec: KernelSpec) -> str:
         )
         template = read_cuda_file(_FORWARD_TEMPLATES[spec.tile])
     else:
-        values.update(
-            threads=ELEMENTWISE_THREADS,
-            deterministic="true" if spec.deterministic else "false",
-            operand="a" if spec.op == "backward_a" else "b",
-            to_a="true" if spec.op == "backward_a" else "false",
-        )
-        template = read_cuda_file("backward.cu" if spec.op in BACKWARD_OPS else f"{spec.op}.cu")
+        values.update(threads=ELEMENTWISE_THREADS)
+        if spec.op in ORDERED_BACKWARD_OPS:
+            operand = "a" if spec.op == "backward_ordered_a" else "b"
+            values.update(operand=operand, to_a="true" if operand == "a" else "false")
+        template = read_cuda_file("backward_ordered.cu" if spec.op in ORDERED_BACKWARD_OPS else f"{spec.op}.cu")
     return Template(template).substitute(values)
 
 

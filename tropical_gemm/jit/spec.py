@@ -15,17 +15,21 @@ from itertools import product
 from ..dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
 from ..semirings import get_semiring, semirings
 
-OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward_a", "backward_b")
+OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
+                         "backward_ordered_b")
 """Forward products, plain and with the argmax; the second phase of the
-square-tile argmax (which k of the recorded slice won); the two gradient scatters.
+square-tile argmax (which k of the recorded slice won); the gradient
+scatter into both operands with atomics (the default: one launch); and the
+ordered scatters, one per operand, of the deterministic mode.
 
 Examples:
     >>> from tropical_gemm.jit import OPS
-    >>> "forward" in OPS and "backward_a" in OPS
+    >>> "forward" in OPS and "backward" in OPS
     True
 """
 FORWARD_OPS: tuple[str, ...] = ("forward", "forward_argmax")
-BACKWARD_OPS: tuple[str, ...] = ("backward_a", "backward_b")
+ORDERED_BACKWARD_OPS: tuple[str, ...] = ("backward_ordered_a", "backward_ordered_b")
+BACKWARD_OPS: tuple[str, ...] = ("backward", *ORDERED_BACKWARD_OPS)
 
 #: How an operand is laid out in memory.  "row": its last axis is the
 #: contiguous one (C order); "col": its second-to-last axis is (F order, or a
@@ -45,9 +49,7 @@ _DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64
 class KernelSpec:
     """One kernel: an operation on one semiring and dtype, in one variant.
 
-    ``a_layout``/``b_layout``/``tile`` apply to forward ops; ``deterministic``
-    applies to backward ops (a fixed-order scatter instead of atomics).
-    Construct through [`make_spec`][tropical_gemm.jit.make_spec] or the
+    ``a_layout``/``b_layout``/``tile`` apply to forward ops.  Construct through [`make_spec`][tropical_gemm.jit.make_spec] or the
     [`catalogue`][tropical_gemm.jit.catalogue], which validate.
 
     Examples:
@@ -65,7 +67,6 @@ class KernelSpec:
     a_layout: str = "row"
     b_layout: str = "row"
     tile: str = "square"
-    deterministic: bool = False
 
     @property
     def name(self) -> str:
@@ -73,14 +74,12 @@ class KernelSpec:
         parts = ["tg", self.op, self.semiring, _DTYPE_TAGS[self.dtype]]
         if self.op in FORWARD_OPS:
             parts += [self.a_layout[0] + self.b_layout[0], self.tile]
-        elif self.deterministic:
-            parts.append("det")
         return "_".join(parts)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "op": self.op, "semiring": self.semiring, "dtype": self.dtype, "a_layout": self.a_layout,
-            "b_layout": self.b_layout, "tile": self.tile, "deterministic": self.deterministic,
+            "b_layout": self.b_layout, "tile": self.tile,
         }
 
 
@@ -93,7 +92,6 @@ def make_spec(
     a_layout: str = "row",
     b_layout: str = "row",
     tile: str = "square",
-    deterministic: bool = False,
 ) -> KernelSpec:
     """A validated spec with canonical names; unused variant fields are normalised.
 
@@ -103,8 +101,8 @@ def make_spec(
 
     Examples:
         >>> from tropical_gemm.jit import make_spec
-        >>> make_spec("backward_a", "min-plus", "float64", tile="skinny").name   # tile is a forward field
-        'tg_backward_a_min_plus_f64'
+        >>> make_spec("backward", "min-plus", "float64", tile="skinny").name   # tile is a forward field
+        'tg_backward_min_plus_f64'
         >>> make_spec("forward", "max_plus", "float16")
         Traceback (most recent call last):
         ...
@@ -116,12 +114,10 @@ def make_spec(
     _check("b_layout", b_layout, LAYOUTS)
     _check("tile", tile, TILES)
     canonical = get_semiring(semiring).name
-    if op == "argmax_resolve":
+    if op in BACKWARD_OPS and dtype not in FLOAT_DTYPES:
+        raise ValueError(f"backward kernels exist for float dtypes only ({', '.join(FLOAT_DTYPES)}), got {dtype}")
+    if op not in FORWARD_OPS:
         return KernelSpec(op, canonical, dtype)
-    if op in BACKWARD_OPS:
-        if dtype not in FLOAT_DTYPES:
-            raise ValueError(f"backward kernels exist for float dtypes only ({', '.join(FLOAT_DTYPES)}), got {dtype}")
-        return KernelSpec(op, canonical, dtype, deterministic=bool(deterministic))
     return KernelSpec(op, canonical, dtype, a_layout, b_layout, tile)
 
 
@@ -158,8 +154,6 @@ def catalogue(
         if op in FORWARD_OPS:
             specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)
                       for la, lb, t in product(LAYOUTS, LAYOUTS, TILES)]
-        elif op == "argmax_resolve":
+        elif op == "argmax_resolve" or dt in FLOAT_DTYPES:
             specs.append(make_spec(op, sr, dt))
-        elif dt in FLOAT_DTYPES:
-            specs += [make_spec(op, sr, dt, deterministic=det) for det in (False, True)]
     return specs

@@ -48,9 +48,10 @@ def warmup(
 
     Examples:
         >>> from tropical_gemm.jit import warmup
-        >>> specs = warmup(semirings="max_plus", dtypes="float32", ops="backward_b", arch="sm_80,sm_90")
+        >>> specs = warmup(semirings="max_plus", dtypes="float32", ops="backward,backward_ordered_b",
+        ...                arch="sm_80,sm_90")
         >>> [spec.name for spec in specs]      # each compiled for both targets, no GPU needed
-        ['tg_backward_b_max_plus_f32', 'tg_backward_b_max_plus_f32_det']
+        ['tg_backward_max_plus_f32', 'tg_backward_ordered_b_max_plus_f32']
     """
     from . import default_registry
 
