@@ -6,7 +6,7 @@ On CUDA (float32, max_plus):
   through ``tropical_gemm.torch``, and through the core API on cupy arrays;
 * the torch broadcast idiom ``(a[:, :, None] + b[None]).amax(1)`` with its
   backward, at the largest cube that fits in memory, against ours at that size;
-* per-call host time at 16^3 (median of many calls, and of 5 rounds, µs): the torch wrapper
+* per-call host time at 16^3 (median of many calls, best of 9 rounds, µs): the torch wrapper
   against a direct core call, for the forward, the forward with argmax and
   forward+backward (two calls: the product and its gradient).  The
   wrapper's overhead is the difference; a cProfile of each shows where it goes.
@@ -16,7 +16,8 @@ On CUDA (float32, max_plus):
   reference, torch's own ``torch.mm`` forward+backward).  The verdict per
   wrapper call takes that floor out, and both figures are printed.  The
   same figures again with autograd's device threads off show how much of
-  forward+backward is the hand-over to autograd's CUDA worker thread.
+  forward+backward is the hand-over to autograd's CUDA worker thread.  One
+  kernel launch through the engine is timed too: how fast this host is.
 
 On the CPU the same, at sizes the numpy engine handles in moments.  Without
 a GPU only the CPU part runs.
@@ -157,6 +158,22 @@ def autograd_calls(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> dict[st
     }
 
 
+def kernel_launch_call(a: torch.Tensor, b: torch.Tensor) -> Callable[[], object]:
+    """One launch of the forward kernel through the engine, buffers made beforehand: this host's launch cost.
+
+    Host speed varies from machine to machine and day to day (a launch has
+    taken 4.5 to 17.5 µs on H100 hosts here), so each report carries it.
+    """
+    import cupy
+
+    from tropical_gemm.engines import cuda as engine
+
+    c = torch.empty(a.shape[0], b.shape[1], device=a.device)
+    buffers = tuple(engine.DeviceBuffer(t.data_ptr(), tuple(t.shape), t.stride()) for t in (a, b, c))
+    semiring, device = tg.get_semiring("max_plus"), a.get_device()
+    return lambda: engine.launch_forward(*buffers, None, semiring, "float32", device, cupy.cuda.Stream.null)
+
+
 def broadcast_forward_backward(a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> None:
     """The idiom users write first: an M×K×N cube, then a max over K."""
     torch.autograd.grad((a[:, :, None] + b[None]).amax(1), (a, b), g)
@@ -170,29 +187,34 @@ def engine_views(tensors: tuple[torch.Tensor, ...], device: str) -> tuple[object
     return tuple(cupy.from_dlpack(t.detach()) for t in tensors)
 
 
-#: Rounds of the per-call measurement: each round times every workload once,
-#: so that a slow spell of the host weighs on all of them alike; medians are kept.
-ROUNDS = 5
+#: Rounds of the per-call measurement: each round times every workload once
+#: (the median of many calls), so that a slow spell of the host weighs on all
+#: of them alike.  Interference only adds time, so each workload's cost is its
+#: best round; every round is kept in the report.
+ROUNDS = 9
 
 
-def overhead(device: str, sync: Callable[[], None]) -> dict[str, dict[str, float]]:
-    """Per-call µs of the wrapper and of the core, and their difference, at 16^3 (medians of ROUNDS rounds)."""
+def overhead(device: str, sync: Callable[[], None]) -> dict[str, dict[str, object]]:
+    """Per-call µs of the wrapper and of the core at 16^3, each the best of ROUNDS rounds, and their difference."""
     tensors = leaves(SMALL, device, seed=1)
     wrapped, direct = torch_calls(*tensors), core_calls(*engine_views(tensors, device))
     references = autograd_calls(*tensors)
+    if device == "cuda":
+        references["kernel_launch"] = kernel_launch_call(*tensors[:2])
     samples: dict[str, list[float]] = {}
     for _ in range(ROUNDS):
         for label, fn in [*((f"{name}/torch", f) for name, f in wrapped.items()),
                           *((f"{name}/core", f) for name, f in direct.items()),
                           *((f"{name}/torch", f) for name, f in references.items())]:
             samples.setdefault(label, []).append(host_us(fn, sync))
-    median = {label: statistics.median(values) for label, values in samples.items()}
-    out = {}
+    best = {label: min(values) for label, values in samples.items()}
+    out: dict[str, dict[str, object]] = {}
     for name in wrapped:
-        w, d = median[f"{name}/torch"], median[f"{name}/core"]
-        out[name] = {"torch_us": w, "core_us": d, "overhead_us": w - d}
+        w, d = best[f"{name}/torch"], best[f"{name}/core"]
+        out[name] = {"torch_us": w, "core_us": d, "overhead_us": w - d,
+                     "torch_us_rounds": samples[f"{name}/torch"], "core_us_rounds": samples[f"{name}/core"]}
     for name in references:
-        out[name] = {"torch_us": median[f"{name}/torch"]}
+        out[name] = {"torch_us": best[f"{name}/torch"], "torch_us_rounds": samples[f"{name}/torch"]}
     return out
 
 
@@ -207,7 +229,7 @@ def overhead_on_calling_thread() -> dict[str, dict[str, float]]:
         return overhead("cuda", torch.cuda.synchronize)
 
 
-def per_call_overhead(rows: dict[str, dict[str, float]]) -> dict[str, float]:
+def per_call_overhead(rows: dict[str, dict[str, object]]) -> dict[str, float]:
     """The wrapper's µs per call for each workload, with torch's autograd floor taken out of forward+backward."""
     floor = rows["autograd_floor"]["torch_us"]
     return {name: (rows[name]["overhead_us"] - (floor if name == "forward_backward" else 0.0)) / calls
@@ -327,10 +349,10 @@ def run() -> dict[str, object]:
     return report
 
 
-def overhead_lines(rows: dict[str, dict[str, float]]) -> list[str]:
+def overhead_lines(rows: dict[str, dict[str, object]]) -> list[str]:
     """The per-call table of one ``overhead`` measurement: workloads with their overhead, then torch's references."""
     per_call = per_call_overhead(rows)
-    lines = [f"  per call at {SMALL}^3 (µs)        torch       core   overhead   per wrapper call"]
+    lines = [f"  per call at {SMALL}^3 (µs, best of {ROUNDS})   torch       core   overhead   per wrapper call"]
     for name, row in rows.items():
         line = f"  {name:<30} {row['torch_us']:8.1f}"
         if name in per_call:
