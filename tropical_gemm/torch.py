@@ -12,11 +12,13 @@ work under ``torch.compile(fullgraph=True)`` without graph breaks and pass
   (grad_a, grad_b), itself differentiable, so double backward works.
 
 Tensors never leave their device and are never copied: CPU tensors reach the
-numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as cupy
-views of their memory, with kernels queued on PyTorch's current stream and
-every buffer (outputs, gradients, engine scratch) taken from PyTorch's caching
-allocator, so this glue adds no synchronisation and no second memory pool
-grows beside PyTorch's.  cupy is imported the first time a CUDA tensor is seen.
+numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as raw
+buffers (address, shape, strides) where the product is one kernel launch and
+as cupy views of their memory otherwise.  Kernels are queued on PyTorch's
+current stream and every buffer (outputs, gradients, engine scratch) is taken
+from PyTorch's caching allocator, so this glue adds no synchronisation and no
+second memory pool grows beside PyTorch's.  cupy is imported the first time a
+CUDA tensor is seen.
 
 In plain eager code (no ``torch.compile``, ``torch.func`` transform, dispatch
 or function mode, tracer or tensor subclass) the public functions skip the
@@ -431,9 +433,9 @@ class _EagerProduct(torch.autograd.Function):
     forward also prepares the backward's launch: the backward runs on
     autograd's worker thread, where the same work costs more (preparing it in
     the forward took 20-30 µs off a 16^3 forward+backward on an H100 host,
-    and nothing with autograd's threads off).  Under ``create_graph`` the backward goes through
-    ``tropical_gemm::matmul_backward``, whose own autograd formula gives
-    double backward.
+    and nothing with autograd's threads off).  Under ``create_graph`` the
+    backward goes through ``tropical_gemm::matmul_backward``, whose own
+    autograd formula gives double backward.
     """
 
     @staticmethod

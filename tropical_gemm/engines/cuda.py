@@ -147,7 +147,7 @@ class Launch:
 
     @property
     def batches(self) -> int:
-        return int(np.prod(self.batch_dims, dtype=np.int64)) if self.batch_dims else 1
+        return math.prod(self.batch_dims)
 
     def batch_args(self) -> list[int]:
         """``d1, d2`` then each array's three padded batch strides."""
@@ -318,7 +318,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     c_sm, c_sn = n, 1
     dims, (sa, sb) = fold_batch(batch, [batch_strides(a_shape, a_strides, batch),
                                         batch_strides(b_shape, b_strides, batch)])
-    batches = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    batches = math.prod(dims)
     tile, transpose = choose_tile(m, n, k, batches, dtype, op, sms)
     if transpose:  # C^T (N×M) = B^T (N×K) ⊗ A^T (K×M): every ⊗ commutes
         m, n = n, m
@@ -396,7 +396,7 @@ def backward(grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deter
         argmax = cupy.ascontiguousarray(argmax, dtype=np.int32)
         for grad in (grad_a, grad_b):  # one memset each: fill(0) would launch an elementwise kernel
             grad.data.memset_async(0, grad.nbytes)
-        if grad_c.size == 0 or a.shape[-1] == 0:
+        if _nothing_to_reduce(grad_c.shape, a.shape[-1]):
             return
         batch = grad_c.shape[:-2]
         for (sg, si, sa, sb, sga, sgb), sub_batch in _split_batches(batch, [grad_c, argmax, a, b, grad_a, grad_b]):
@@ -455,6 +455,11 @@ def plan_backward(op: str, a_shape: tuple[int, ...], a_strides: tuple[int, ...],
                         kernel_ints(scalars))
 
 
+def _nothing_to_reduce(out_shape: tuple[int, ...], k: int) -> bool:
+    """No output element, or no k to reduce over: no kernel has anything to read (callers fill what K = 0 asks)."""
+    return 0 in out_shape or k == 0
+
+
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides, step = [], 1
     for size in reversed(shape):
@@ -487,7 +492,7 @@ def launch_forward(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, idx: Devic
     """
     k = a.shape[-1]
     batch = c.shape[:-2]
-    if k == 0 or 0 in c.shape or len(batch) > KERNEL_BATCH_DIMS or (idx is not None and k >= 2**31):
+    if _nothing_to_reduce(c.shape, k) or len(batch) > KERNEL_BATCH_DIMS or (idx is not None and k >= 2**31):
         return False
     plan = plan_forward(a.shape, a.strides, b.shape, b.strides, batch, dtype, semiring.name, idx is not None,
                         _sm_count(device), True)
@@ -543,8 +548,7 @@ def backward_layout(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shap
                     b_strides: tuple[int, ...], out_shape: tuple[int, ...], dtype: str, semiring: str) -> BackwardLayout:
     """The layout of a prepared backward; cached, since a training loop repeats its few signatures."""
     itemsize = np.dtype(dtype).itemsize
-    empty = 0 in out_shape or a_shape[-1] == 0
-    plan = None if empty else plan_backward("backward", a_shape, a_strides, b_shape, b_strides, out_shape[:-2], dtype,
+    plan = None if _nothing_to_reduce(out_shape, a_shape[-1]) else plan_backward("backward", a_shape, a_strides, b_shape, b_strides, out_shape[:-2], dtype,
                                             semiring)
     return BackwardLayout(plan, (itemsize * math.prod(a_shape), itemsize * math.prod(b_shape)))
 

@@ -49,7 +49,8 @@ _DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64
 class KernelSpec:
     """One kernel: an operation on one semiring and dtype, in one variant.
 
-    ``a_layout``/``b_layout``/``tile`` apply to forward ops.  Construct through [`make_spec`][tropical_gemm.jit.make_spec] or the
+    ``a_layout``/``b_layout``/``tile`` apply to forward ops.  Construct
+    through [`make_spec`][tropical_gemm.jit.make_spec] or the
     [`catalogue`][tropical_gemm.jit.catalogue], which validate.
 
     Examples:
