@@ -238,6 +238,26 @@ def test_raw_ops_check_the_semiring_in_eager_and_fake_kernels():
             OPS.matmul(a.to(device), a.T.to(device), "maxplus2")
 
 
+def test_raw_backward_op_checks_grad_c_and_argmax_in_eager_and_fake_kernels():
+    """The public backward op refuses inputs that do not belong to the product, before a kernel reads them."""
+    a, b = random_operands((3, 4), (4, 2), torch.float64)
+    _, argmax = tgt.tropical_matmul_with_argmax(a, b)
+    grad_c = torch.randn(3, 2, dtype=torch.float64)
+    bad_calls = {
+        "grad_c must have the product's shape": (grad_c[:2], a, b, argmax),
+        "grad_c must have .* dtype torch.float64": (grad_c.float(), a, b, argmax),
+        "argmax must be an int32 or int64 tensor of shape": (grad_c, a, b, argmax[:, :1]),
+        "got shape \\(3, 2\\), dtype torch.float64": (grad_c, a, b, argmax.double()),
+    }
+    for device in ("cpu", "meta"):
+        for message, args in bad_calls.items():
+            with pytest.raises(ValueError, match=message):
+                OPS.matmul_backward(*(x.to(device) for x in args), "max_plus")
+        with pytest.raises(TypeError, match="float operands"):
+            OPS.matmul_backward(grad_c.long().to(device), a.long().to(device), b.long().to(device),
+                                argmax.to(device), "max_plus")
+
+
 def test_non_tensors_are_pointed_to_the_core_api():
     with pytest.raises(TypeError, match="tropical_gemm.matmul"):
         tgt.tropical_matmul(np.zeros((2, 3)), torch.zeros(3, 2))
@@ -571,6 +591,15 @@ def test_cuda_gradcheck(cuda, path, semiring):
 def test_cuda_and_cpu_operands_are_a_value_error(cuda):
     with pytest.raises(ValueError, match="different devices"):
         tgt.tropical_matmul(torch.zeros(2, 3, device=cuda), torch.zeros(3, 2))
+
+
+@pytest.mark.gpu
+def test_cuda_raw_backward_op_refuses_an_argmax_of_another_shape(cuda):
+    """On CUDA the kernel reads argmax by address: a smaller one must be an error, never a read past its end."""
+    a, b = random_operands((8, 16), (16, 8), torch.float32, device=cuda)
+    with pytest.raises(ValueError, match="argmax must be"):
+        OPS.matmul_backward(torch.ones(8, 8, device=cuda), a, b, torch.zeros(4, 8, dtype=torch.int32, device=cuda),
+                            "max_plus")
 
 
 @pytest.mark.gpu

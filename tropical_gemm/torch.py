@@ -84,6 +84,31 @@ def _check_operands(a: Tensor, b: Tensor, semiring: str) -> None:
         )
 
 
+def _check_backward_inputs(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> None:
+    """Reject what ``matmul_backward`` cannot take, as the core API would, in torch's terms.
+
+    The op is public (``torch.ops.tropical_gemm.matmul_backward``), and on
+    CUDA its kernel reads ``grad_c`` and ``argmax`` by address: a wrong shape
+    must be an error here, not a read out of bounds.
+    """
+    _check_operands(a, b, semiring)
+    if not a.is_floating_point():
+        raise TypeError(f"matmul_backward needs float operands (torch.float32 or torch.float64), got {a.dtype}")
+    out_shape = product_shape(tuple(a.shape), tuple(b.shape)).out_shape
+    if tuple(grad_c.shape) != out_shape or grad_c.dtype != a.dtype or grad_c.device != a.device:
+        raise ValueError(
+            f"grad_c must have the product's shape {out_shape}, dtype {a.dtype} and device {a.device}, "
+            f"got shape {tuple(grad_c.shape)}, dtype {grad_c.dtype} and device {grad_c.device}"
+        )
+    index_dtypes = _TORCH_INDEX_DTYPES.values()
+    if tuple(argmax.shape) != out_shape or argmax.dtype not in index_dtypes or argmax.device != a.device:
+        raise ValueError(
+            f"argmax must be an int32 or int64 tensor of shape {out_shape} on {a.device} (as returned by "
+            f"tropical_matmul_with_argmax), got shape {tuple(argmax.shape)}, dtype {argmax.dtype} "
+            f"and device {argmax.device}"
+        )
+
+
 def _argmax_dtype(k: int) -> torch.dtype:
     return _TORCH_INDEX_DTYPES[argmax_dtype(k)]
 
@@ -173,11 +198,6 @@ def _current_stream(device_index: int) -> Any:
     return _cupy_stream(device_index, torch._C._cuda_getCurrentRawStream(device_index))
 
 
-def _buffer(t: Tensor) -> Any:
-    """A CUDA tensor's memory as the engine's ``DeviceBuffer``: no cupy array, for one-launch products."""
-    return _cuda_engine().DeviceBuffer(t.data_ptr(), t.shape, t.stride())  # torch.Size is a tuple
-
-
 @contextmanager
 def _engine(device: torch.device) -> Iterator[tuple[Callable[[Tensor], Any], ModuleType]]:
     """Run an engine for tensors on ``device``: yields how a tensor becomes its array, and the engine.
@@ -222,42 +242,38 @@ def _forward(a: Tensor, b: Tensor, semiring: str, with_argmax: bool) -> tuple[Te
     return values, argmax
 
 
-def _run_product(a: Tensor, b: Tensor, values: Tensor, argmax: "Tensor | None", semiring: str,
-                 prepare_backward: bool = False) -> Any:
-    """Write ``a ⊗ b`` into ``values`` (and ``argmax``); return the backward's launch if asked for and ready.
+def _run_product(a: Tensor, b: Tensor, values: Tensor, argmax: "Tensor | None", semiring: str) -> None:
+    """Write ``a ⊗ b`` into ``values`` (and ``argmax``).
 
     The engine is called directly, not through ``tropical_gemm.matmul``: the
     operands are checked in torch's terms, and the outputs are new, so the
     core API's checks of the arrays would only repeat those, per call.  A
-    CUDA product that is one launch skips the cupy views too, and its
-    buffers also give the engine's ``PreparedBackward`` when
-    ``prepare_backward`` asks for it (else, and on other paths, None).
+    CUDA product that is one launch runs from the engine's prepared product
+    for its signature, on the tensors' addresses; others take cupy views.
     """
-    sr = get_semiring(semiring)
     if a.is_cuda:
-        engine, device, dtype = _cuda_engine(), a.get_device(), _SUPPORTED[a.dtype]
-        a_buffer, b_buffer = _buffer(a), _buffer(b)
-        argmax_buffer = None if argmax is None else _buffer(argmax)
-        if engine.launch_forward(a_buffer, b_buffer, _buffer(values), argmax_buffer, sr, dtype, device,
-                                 _current_stream(device)):
-            if prepare_backward and argmax_buffer is not None and argmax.dtype == torch.int32:
-                return engine.prepare_backward(a_buffer, b_buffer, argmax_buffer, sr, dtype, device)
-            return None
+        prepared = _cuda_engine().prepare_product(a.shape, a.stride(), b.shape, b.stride(), _SUPPORTED[a.dtype],
+                                                  semiring, argmax is not None, a.get_device())
+        if prepared is not None:
+            argmax_address = None if argmax is None else argmax.data_ptr()
+            stream = _current_stream(prepared.device)
+            prepared.launch(a.data_ptr(), b.data_ptr(), values.data_ptr(), argmax_address, stream)
+            return
     with _engine(a.device) as (view, engine):
-        engine.forward(view(a), view(b), sr, view(values), None if argmax is None else view(argmax))
-    return None
+        engine.forward(view(a), view(b), get_semiring(semiring), view(values), None if argmax is None else view(argmax))
 
 
-def _prepare_backward(a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> Any:
-    """The engine's ``PreparedBackward`` of a CUDA product, or None where the backward takes cupy views.
+def _prepare_backward(a: Tensor, b: Tensor, semiring: str) -> Any:
+    """The engine's ``PreparedBackward`` for CUDA operands, or None where the backward takes cupy views.
 
-    The product's tensors must stay alive until it is launched: the callers
-    hold them (saved for backward, or as arguments).
+    None also in deterministic mode, whose ordered kernels take cupy views.
+    The backward's int32 argmax must be C-contiguous: callers check one they
+    did not make.
     """
-    if not (a.is_cuda and argmax.dtype == torch.int32 and argmax.is_contiguous()):
+    if not (a.is_cuda and a.is_floating_point()) or torch.are_deterministic_algorithms_enabled():
         return None
-    return _cuda_engine().prepare_backward(_buffer(a), _buffer(b), _buffer(argmax), get_semiring(semiring),
-                                           _SUPPORTED[a.dtype], a.get_device())
+    return _cuda_engine().prepare_backward(a.shape, a.stride(), b.shape, b.stride(), _SUPPORTED[a.dtype], semiring,
+                                           a.get_device())
 
 
 def _backward(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str, prepared: Any = None
@@ -266,17 +282,19 @@ def _backward(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: st
 
     Deterministic when torch is asked to be: the flag is read when the kernel
     runs, as torch's own kernels read it.  On CUDA the default mode is one
-    launch on the tensors' buffers, ``prepared`` by the forward where it could be.
+    launch on the tensors' addresses, ``prepared`` by the forward where it
+    could be (the argmax is then the forward's own).
     """
     grad_a = torch.empty_like(a, memory_format=torch.contiguous_format)  # half the host time of torch.empty(shape, ...)
     grad_b = torch.empty_like(b, memory_format=torch.contiguous_format)
     deterministic = torch.are_deterministic_algorithms_enabled()
     if not deterministic and a.is_cuda:
-        if prepared is None:
-            prepared = _prepare_backward(a, b, argmax, semiring)
+        if prepared is None and argmax.dtype == torch.int32 and argmax.is_contiguous():
+            prepared = _prepare_backward(a, b, semiring)
         if prepared is not None:
             grad_c = grad_c.contiguous()  # the kernel reads it row-major; the name keeps a copy alive
-            prepared.launch(grad_c.data_ptr(), grad_a.data_ptr(), grad_b.data_ptr(), _current_stream(prepared.device))
+            prepared.launch(grad_c.data_ptr(), a.data_ptr(), b.data_ptr(), argmax.data_ptr(), grad_a.data_ptr(),
+                            grad_b.data_ptr(), _current_stream(prepared.device))
             return grad_a, grad_b
     with _engine(a.device) as (view, _):
         api.matmul_backward(view(grad_c), view(a), view(b), view(argmax), semiring,
@@ -308,13 +326,13 @@ def _(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
 @torch.library.custom_op("tropical_gemm::matmul_backward", mutates_args=())
 def _matmul_backward_op(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
     """The core ``matmul_backward``, as an op so that it can itself be differentiated."""
-    _check_operands(a, b, semiring)
+    _check_backward_inputs(grad_c, a, b, argmax, semiring)
     return _backward(grad_c, a, b, argmax, semiring)
 
 
 @_matmul_backward_op.register_fake
 def _(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
-    _check_operands(a, b, semiring)
+    _check_backward_inputs(grad_c, a, b, argmax, semiring)
     return a.new_empty(a.shape), b.new_empty(b.shape)
 
 
@@ -430,19 +448,19 @@ class _EagerProduct(torch.autograd.Function):
     The kernels and formulas of ``tropical_gemm::matmul_with_argmax``.  It
     returns the argmax as a second output only when asked to: each output
     costs autograd host time on every forward and backward.  On CUDA the
-    forward also prepares the backward's launch: the backward runs on
-    autograd's worker thread, where the same work costs more (preparing it in
-    the forward took 20-30 µs off a 16^3 forward+backward on an H100 host,
-    and nothing with autograd's threads off).  Under ``create_graph`` the
+    forward also takes the backward's prepared launch from the engine: the
+    backward runs on autograd's worker thread, where the same work costs
+    more, and there it is two allocations, two memsets and one launch.
+    Under ``create_graph`` the
     backward goes through ``tropical_gemm::matmul_backward``, whose own
     autograd formula gives double backward.
     """
 
     @staticmethod
     def forward(ctx: Any, a: Tensor, b: Tensor, semiring: str, return_argmax: bool) -> "Tensor | tuple[Tensor, Tensor]":
-        values, argmax = _empty_outputs(a, b, semiring, with_argmax=True)
+        values, argmax = _forward(a, b, semiring, with_argmax=True)
         ctx.semiring = semiring
-        ctx.prepared = _run_product(a, b, values, argmax, semiring, prepare_backward=True)
+        ctx.prepared = _prepare_backward(a, b, semiring)
         ctx.save_for_backward(a, b, argmax)
         if not return_argmax:
             return values

@@ -20,6 +20,7 @@ from ..dtypes import dtype_name
 from ..jit import KernelSpec, get_function, make_spec
 from ..jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
 from ..semirings import Semiring
+from ..shapes import product_shape
 
 NAME = "cuda"
 
@@ -250,6 +251,23 @@ def _forward_batched(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch
         _forward_launch(sa, sb, sc, si[0] if si else None, semiring, sub_batch, may_split=may_split)
 
 
+class BoundKernel(NamedTuple):
+    """A loaded kernel with its grid, block and trailing scalar arguments: a launch adds only the addresses.
+
+    Plans make these for each launch; prepared products (below) keep them,
+    so that a repeated call does not even look its kernels up.
+    """
+
+    function: Any
+    grid: tuple[int]
+    block: tuple[int]
+    scalars: tuple
+
+    def launch(self, addresses: tuple, stream: Any) -> None:
+        """Queue it on ``stream`` (None: cupy's current one); ``addresses`` are arrays, or kernel-ready ints."""
+        self.function(self.grid, self.block, (*addresses, *self.scalars), stream=stream)
+
+
 #: K slices are at least this deep when a product is split along K.
 MIN_SPLIT_K = 256
 
@@ -292,14 +310,26 @@ class ForwardPlan:
     resolve_depth: np.int32
     splits: int
 
+    def kernels(self, device: int) -> tuple[BoundKernel, ...]:
+        """The launches on ``device``, kernels loaded: the product, then the argmax resolve if the tile needs one."""
+        product = BoundKernel(get_function(self.spec, device), (self.grid,), (self.block,), self.scalars)
+        if self.resolve is None:
+            return (product,)
+        # the square argmax left slice numbers in idx: the resolve reads the same arguments, and the slice depth
+        resolve = BoundKernel(get_function(self.resolve, device), (self.resolve_grid,), (ELEMENTWISE_THREADS,),
+                              self.scalars + (self.resolve_depth,))
+        return product, resolve
+
+    def addresses(self, a: Any, b: Any, c: Any, idx: Any) -> tuple:
+        """The kernels' leading arguments, in their order: operands swapped where the plan transposed."""
+        first, second = (b, a) if self.swap_operands else (a, b)
+        return first, second, c, _NULL if idx is None else idx
+
     def launch(self, a: Any, b: Any, c: Any, idx: Any, device: int, stream: Any = None) -> None:
         """Queue the kernel(s) on ``stream`` (default: cupy's current one); arrays are cupy arrays or addresses."""
-        first, second = (b, a) if self.swap_operands else (a, b)
-        args = (first, second, c, _NULL if idx is None else idx) + self.scalars
-        get_function(self.spec, device)((self.grid,), (self.block,), args, stream=stream)
-        if self.resolve is not None:  # the square argmax left slice numbers in idx
-            get_function(self.resolve, device)((self.resolve_grid,), (ELEMENTWISE_THREADS,),
-                                               args + (self.resolve_depth,), stream=stream)
+        addresses = self.addresses(a, b, c, idx)
+        for kernel in self.kernels(device):
+            kernel.launch(addresses, stream)
 
 
 _NULL = 0  # the argmax pointer of a launch without one
@@ -426,10 +456,13 @@ class BackwardPlan:
     grid: int
     scalars: tuple
 
+    def kernel(self, device: int) -> BoundKernel:
+        """The launch on ``device``, kernel loaded."""
+        return BoundKernel(get_function(self.spec, device), (self.grid,), (ELEMENTWISE_THREADS,), self.scalars)
+
     def launch(self, inputs: tuple, grads: tuple, device: int, stream: Any = None) -> None:
         """Queue it: ``inputs`` are (grad_c, a, b, argmax), arrays or addresses, as are ``grads``."""
-        get_function(self.spec, device)((self.grid,), (ELEMENTWISE_THREADS,), (*inputs, *grads, *self.scalars),
-                                        stream=stream)
+        self.kernel(device).launch((*inputs, *grads), stream)
 
 
 @lru_cache(maxsize=1024)
@@ -468,102 +501,99 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-# ------------------------------------------------------- foreign buffers
+# ------------------------------------------------------ prepared products
 
 
-class DeviceBuffer(NamedTuple):
-    """An array in GPU memory that another library owns: its address, shape and strides in elements."""
+class PreparedProduct(NamedTuple):
+    """The forward launches of one product signature, kernels loaded: a call passes only addresses.
 
-    address: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-
-
-def launch_forward(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, idx: DeviceBuffer | None,
-                   semiring: Semiring, dtype: str, device: int, stream: Any) -> bool:
-    """Queue the product ``c = a ⊗ b`` on ``stream`` if it is a single launch; else queue nothing and return False.
-
-    For callers whose memory lives in another library's tensors (the torch
-    bridge): wrapping each buffer in a cupy array costs more host time than
-    launching a small product.  ``c`` and ``idx`` (int32) must be new,
-    C-contiguous outputs, checked by the caller.  Everything that is not one
-    launch (empty outputs, K = 0, K slices, batches that need splitting,
-    argmax with K >= 2**31) returns False: call ``forward`` on cupy arrays.
-    """
-    k = a.shape[-1]
-    batch = c.shape[:-2]
-    if _nothing_to_reduce(c.shape, k) or len(batch) > KERNEL_BATCH_DIMS or (idx is not None and k >= 2**31):
-        return False
-    plan = plan_forward(a.shape, a.strides, b.shape, b.strides, batch, dtype, semiring.name, idx is not None,
-                        _sm_count(device), True)
-    if plan.splits > 1:
-        return False
-    with _device_scope(device):
-        plan.launch(*kernel_ints((a.address, b.address, c.address, _NULL if idx is None else idx.address)),
-                    device, stream)
-    return True
-
-
-class PreparedBackward(NamedTuple):
-    """The default (atomic) backward of one product whose operands and argmax are known: only the gradients are missing.
-
-    The torch bridge prepares it in the forward, because the backward runs on
-    autograd's CUDA worker thread, where each Python step costs more than on
-    the calling thread: there it is two memsets and one launch.  It holds
-    addresses, which must stay valid until the launch is queued (the bridge
-    keeps the tensors saved for backward).  A NamedTuple: one is made per
-    forward, in less than half the time of a frozen dataclass.
+    For callers whose memory lives in another library's tensors and who call
+    the same signature again and again (the torch bridge in a training
+    loop): wrapping each buffer in a cupy array, or deriving the plan and
+    looking the kernels up, costs more host time than launching a small
+    product.
     """
 
-    layout: "BackwardLayout"
-    operands: tuple  # the addresses of a, b and the argmax, as kernel arguments
+    plan: ForwardPlan
+    kernels: tuple[BoundKernel, ...]
     device: int
 
-    def launch(self, grad_c: int, grad_a: int, grad_b: int, stream: Any) -> None:
-        """Zero ``grad_a`` and ``grad_b`` (new, C-contiguous, shaped like a and b) and scatter ``grad_c`` into them.
+    def launch(self, a: int, b: int, c: int, idx: int | None, stream: Any) -> None:
+        """Queue ``c = a ⊗ b`` (and the argmax into ``idx``, if the signature has one) on ``stream``.
 
-        ``grad_c`` is the address of a C-contiguous array shaped like the product.
+        Addresses of memory on ``device``; ``c`` and ``idx`` new and C-contiguous.
         """
-        memset = _cupy().cuda.runtime.memsetAsync
-        plan = self.layout.plan
+        addresses = kernel_ints(self.plan.addresses(a, b, c, idx))
         with _device_scope(self.device):
-            for address, nbytes in zip((grad_a, grad_b), self.layout.grad_bytes):
-                if nbytes:
-                    memset(address, 0, nbytes, stream.ptr)
-            if plan is not None:
-                cint = _cintptr()
-                plan.launch((cint(grad_c), *self.operands), (cint(grad_a), cint(grad_b)), self.device, stream)
-
-
-@dataclass(frozen=True)
-class BackwardLayout:
-    """What a prepared backward needs that follows from shapes and strides alone, cached per signature."""
-
-    plan: "BackwardPlan | None"  # None: nothing to scatter (no outputs, or K = 0); the gradients are zeros
-    grad_bytes: tuple[int, int]
+            for kernel in self.kernels:
+                kernel.launch(addresses, stream)
 
 
 @lru_cache(maxsize=1024)
-def backward_layout(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
-                    b_strides: tuple[int, ...], out_shape: tuple[int, ...], dtype: str, semiring: str) -> BackwardLayout:
-    """The layout of a prepared backward; cached, since a training loop repeats its few signatures."""
-    itemsize = np.dtype(dtype).itemsize
-    plan = None if _nothing_to_reduce(out_shape, a_shape[-1]) else plan_backward("backward", a_shape, a_strides, b_shape, b_strides, out_shape[:-2], dtype,
-                                            semiring)
-    return BackwardLayout(plan, (itemsize * math.prod(a_shape), itemsize * math.prod(b_shape)))
+def prepare_product(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                    b_strides: tuple[int, ...], dtype: str, semiring: str, argmax: bool,
+                    device: int) -> PreparedProduct | None:
+    """The prepared forward of a product signature (strides in elements), or None where it is not one launch.
 
-
-def prepare_backward(a: DeviceBuffer, b: DeviceBuffer, argmax: DeviceBuffer, semiring: Semiring, dtype: str,
-                     device: int) -> PreparedBackward | None:
-    """The default-mode backward of ``argmax``'s product, to launch later; None where it needs cupy arrays.
-
-    ``argmax`` must be int32 and C-contiguous (checked by the caller).  Only
-    a batch that needs splitting returns None.
+    Cached, as the signatures a training loop repeats are few.  Everything
+    that is not one launch (empty outputs, K = 0, K slices, batches that need
+    splitting, argmax with K >= 2**31) gives None: call ``forward`` on cupy
+    arrays.  The caller checks the operands (``product_shape`` and dtypes).
     """
-    if len(argmax.shape) - 2 > KERNEL_BATCH_DIMS:
+    shape = product_shape(a_shape, b_shape)
+    if (_nothing_to_reduce(shape.out_shape, shape.k) or len(shape.batch) > KERNEL_BATCH_DIMS
+            or (argmax and shape.k >= 2**31)):
         return None
-    layout = backward_layout(a.shape, a.strides, b.shape, b.strides, argmax.shape, dtype, semiring.name)
-    return PreparedBackward(layout, kernel_ints((a.address, b.address, argmax.address)), device)
+    plan = plan_forward(a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring, argmax,
+                        _sm_count(device), True)
+    if plan.splits > 1:
+        return None
+    return PreparedProduct(plan, plan.kernels(device), device)
+
+
+class PreparedBackward(NamedTuple):
+    """The default (atomic) backward of one product signature, kernel loaded: a call passes only addresses.
+
+    The torch bridge prepares it in the forward, because the backward runs on
+    autograd's CUDA worker thread, where each Python step costs more than on
+    the calling thread: there it is two memsets and one launch.
+    """
+
+    kernel: BoundKernel
+    grad_bytes: tuple[int, int]
+    device: int
+
+    def launch(self, grad_c: int, a: int, b: int, argmax: int, grad_a: int, grad_b: int, stream: Any) -> None:
+        """Zero ``grad_a`` and ``grad_b`` and scatter ``grad_c`` into them, on ``stream``.
+
+        Addresses of memory on ``device``: the product's operands and its int32
+        argmax, ``grad_c`` C-contiguous and shaped like the product, the
+        gradients new and C-contiguous.
+        """
+        memset = _cupy().cuda.runtime.memsetAsync
+        with _device_scope(self.device):
+            memset(grad_a, 0, self.grad_bytes[0], stream.ptr)
+            memset(grad_b, 0, self.grad_bytes[1], stream.ptr)
+            self.kernel.launch(kernel_ints((grad_c, a, b, argmax, grad_a, grad_b)), stream)
+
+
+@lru_cache(maxsize=1024)
+def prepare_backward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                     b_strides: tuple[int, ...], dtype: str, semiring: str, device: int) -> PreparedBackward | None:
+    """The prepared default-mode backward of a product signature, or None where it needs cupy arrays.
+
+    None where there is nothing to scatter (no outputs, K = 0: the gradients
+    are zeros), where the batch needs splitting, and for K >= 2**31 (an
+    int64 argmax).  Cached like ``prepare_product``; float dtypes only.
+    """
+    shape = product_shape(a_shape, b_shape)
+    if (_nothing_to_reduce(shape.out_shape, shape.k) or len(shape.batch) > KERNEL_BATCH_DIMS
+            or shape.k >= 2**31):
+        return None
+    plan = plan_backward("backward", a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring)
+    itemsize = np.dtype(dtype).itemsize
+    return PreparedBackward(plan.kernel(device), (itemsize * math.prod(a_shape), itemsize * math.prod(b_shape)),
+                            device)
 
 
 def _device_scope(device: int) -> Any:
