@@ -12,9 +12,10 @@ work under ``torch.compile(fullgraph=True)`` without graph breaks and pass
   (grad_a, grad_b), itself differentiable, so double backward works.
 
 Tensors never leave their device and are never copied: CPU tensors reach the
-numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as raw
-buffers (address, shape, strides) where the product is one kernel launch and
-as cupy views of their memory otherwise.  Kernels are queued on PyTorch's
+numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as
+addresses, through the engine's prepared product for their signature, where
+the product is one kernel launch, and as cupy views of their memory
+otherwise.  Kernels are queued on PyTorch's
 current stream and every buffer (outputs, gradients, engine scratch) is taken
 from PyTorch's caching allocator, so this glue adds no synchronisation and no
 second memory pool grows beside PyTorch's.  cupy is imported the first time a
