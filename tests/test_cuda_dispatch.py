@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tropical_gemm.engines import cuda as cuda_engine
+from tropical_gemm.shapes import product_shape
 
 
 def test_fold_batch_merges_only_uniform_strides():
@@ -53,3 +54,18 @@ def test_one_sm_always_takes_the_square_family():
 )
 def test_k_splits_only_when_the_output_cannot_fill_the_gpu(tiles, k, expected):
     assert cuda_engine.k_splits(tiles, k, sms=132) == expected
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape", "argmax", "expected"), [
+    ((16, 16), (16, 16), True, True),
+    ((2, 3, 4, 16, 8), (8, 5), True, True),          # three batch dims: indexed by the kernel
+    ((2, 1, 3, 4, 16, 8), (8, 5), False, False),     # four: the cupy path splits or folds them
+    ((3, 0), (0, 4), False, False),                  # K = 0: filled, nothing launched
+    ((0, 4), (4, 5), True, False),                   # no outputs
+    ((1, 2**31), (2**31, 1), True, False),           # an argmax that needs int64
+    ((1, 2**31), (2**31, 1), False, True),           # the values alone still take one launch
+], ids=str)
+def test_prepared_products_only_for_one_launch_signatures(a_shape, b_shape, argmax, expected):
+    """Which signatures the engine prepares (everything else goes through cupy arrays); shapes only, no GPU."""
+    shape = product_shape(a_shape, b_shape)
+    assert cuda_engine._one_launch_each(shape, argmax) is expected

@@ -20,7 +20,7 @@ from ..dtypes import dtype_name
 from ..jit import KernelSpec, get_function, make_spec
 from ..jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
 from ..semirings import Semiring
-from ..shapes import product_shape
+from ..shapes import ProductShape, product_shape
 
 NAME = "cuda"
 
@@ -504,6 +504,17 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 # ------------------------------------------------------ prepared products
 
 
+def _one_launch_each(shape: ProductShape, argmax: bool) -> bool:
+    """Whether each of a product's kernels takes it in one launch on addresses alone.
+
+    Not when there is nothing to reduce (no outputs, or K = 0: callers fill
+    those), when the batch has more dims than a kernel indexes, or when an
+    argmax needs 64-bit indices (K >= 2**31).
+    """
+    return not (_nothing_to_reduce(shape.out_shape, shape.k) or len(shape.batch) > KERNEL_BATCH_DIMS
+                or (argmax and shape.k >= 2**31))
+
+
 class PreparedProduct(NamedTuple):
     """The forward launches of one product signature, kernels loaded: a call passes only addresses.
 
@@ -541,8 +552,7 @@ def prepare_product(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shap
     arrays.  The caller checks the operands (``product_shape`` and dtypes).
     """
     shape = product_shape(a_shape, b_shape)
-    if (_nothing_to_reduce(shape.out_shape, shape.k) or len(shape.batch) > KERNEL_BATCH_DIMS
-            or (argmax and shape.k >= 2**31)):
+    if not _one_launch_each(shape, argmax):
         return None
     plan = plan_forward(a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring, argmax,
                         _sm_count(device), True)
@@ -587,8 +597,7 @@ def prepare_backward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_sha
     int64 argmax).  Cached like ``prepare_product``; float dtypes only.
     """
     shape = product_shape(a_shape, b_shape)
-    if (_nothing_to_reduce(shape.out_shape, shape.k) or len(shape.batch) > KERNEL_BATCH_DIMS
-            or shape.k >= 2**31):
+    if not _one_launch_each(shape, argmax=True):
         return None
     plan = plan_backward("backward", a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring)
     itemsize = np.dtype(dtype).itemsize
