@@ -263,7 +263,7 @@ def overhead(device: str, sync: Callable[[], None]) -> dict[str, dict[str, objec
     return out
 
 
-def overhead_on_calling_thread() -> dict[str, dict[str, float]]:
+def overhead_on_calling_thread() -> dict[str, dict[str, object]]:
     """The CUDA per-call figures with autograd's device threads off: backward runs on the calling thread.
 
     By default autograd runs a CUDA backward on a per-device worker thread and
@@ -274,16 +274,17 @@ def overhead_on_calling_thread() -> dict[str, dict[str, float]]:
         return overhead("cuda", torch.cuda.synchronize)
 
 
-#: The two ways forward+backward is charged (see the module docstring): over the core plus the no-op
-#: autograd floor, and over the core's own forward and backward inside an autograd node.
-FORWARD_BACKWARD_CHARGES = {"less the no-op floor": "autograd_floor", "over the core in autograd": "core_in_autograd"}
+#: The two ways forward+backward is charged (see the module docstring): the reference row it is
+#: measured against, and whether the bare core's forward+backward is added to that row.
+FORWARD_BACKWARD_CHARGES = {"less the no-op floor": ("autograd_floor", True),
+                            "over the core in autograd": ("core_in_autograd", False)}
 
 
 def per_call_overhead(rows: dict[str, dict[str, object]], charge: str) -> dict[str, float]:
     """The wrapper's µs per call for each workload, forward+backward charged as ``charge`` says."""
-    reference = rows[FORWARD_BACKWARD_CHARGES[charge]]["torch_us"]
+    reference, plus_core = FORWARD_BACKWARD_CHARGES[charge]
     fb = rows["forward_backward"]
-    baseline = fb["core_us"] + reference if charge == "less the no-op floor" else reference
+    baseline = rows[reference]["torch_us"] + (fb["core_us"] if plus_core else 0.0)
     return {name: ((fb["torch_us"] - baseline) if name == "forward_backward" else rows[name]["overhead_us"]) / calls
             for name, calls in WRAPPER_CALLS.items()}
 

@@ -54,11 +54,9 @@ def measure(checkout: Path) -> dict:
 
 
 def run(other: Path, pairs: int) -> dict:
-    import torch
     import torch_layer
 
     report = {"environment": torch_layer.environment(), "this": str(THIS_CHECKOUT), "other": str(other), "runs": []}
-    report["environment"]["device"] = torch.cuda.get_device_name()
     for _ in range(pairs):
         for label, checkout in (("other", other), ("this", THIS_CHECKOUT)):
             print(f"{label}: {checkout}", file=sys.stderr)

@@ -15,11 +15,11 @@ Tensors never leave their device and are never copied: CPU tensors reach the
 numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as
 addresses, through the engine's prepared product for their signature, where
 the product is one kernel launch, and as cupy views of their memory
-otherwise.  Kernels are queued on PyTorch's
-current stream and every buffer (outputs, gradients, engine scratch) is taken
-from PyTorch's caching allocator, so this glue adds no synchronisation and no
-second memory pool grows beside PyTorch's.  cupy is imported the first time a
-CUDA tensor is seen.
+otherwise.  Kernels are queued on PyTorch's current stream and every buffer
+(outputs, gradients, engine scratch) is taken from PyTorch's caching
+allocator, so this glue adds no synchronisation and no second memory pool
+grows beside PyTorch's.  cupy is imported the first time a CUDA tensor is
+seen.
 
 In plain eager code (no ``torch.compile``, ``torch.func`` transform, dispatch
 or function mode, tracer or tensor subclass) the public functions skip the
@@ -452,9 +452,9 @@ class _EagerProduct(torch.autograd.Function):
     forward also takes the backward's prepared launch from the engine: the
     backward runs on autograd's worker thread, where the same work costs
     more, and there it is two allocations, two memsets and one launch.
-    Under ``create_graph`` the
-    backward goes through ``tropical_gemm::matmul_backward``, whose own
-    autograd formula gives double backward.
+    Under ``create_graph`` the backward goes through
+    ``tropical_gemm::matmul_backward``, whose own autograd formula gives
+    double backward.
     """
 
     @staticmethod
