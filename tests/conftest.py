@@ -130,7 +130,7 @@ def cache_root(tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch):
     """A private, empty kernel cache for one test; the other cache variables unset."""
     from pathlib import Path
 
-    from tropical_gemm.jit import disk_cache as dc
+    from tropical_gemm.jit import cache as dc
 
     root = Path(tmp_path) / "cache"
     monkeypatch.setenv(dc.ENV_CACHE_DIR, str(root))

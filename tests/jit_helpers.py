@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tropical_gemm.jit import KernelSpec, Registry, resolve_target
-from tropical_gemm.jit.disk_cache import default_cache
+from tropical_gemm.jit.cache import default_cache
 
 REPO = Path(__file__).resolve().parents[1]
 

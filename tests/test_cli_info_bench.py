@@ -16,7 +16,7 @@ from conftest import gpu_unavailable_reason
 from jit_helpers import REPO
 from tropical_gemm.cli import COMMANDS, main
 from tropical_gemm.jit import compiler
-from tropical_gemm.jit import disk_cache as dc
+from tropical_gemm.jit import cache as dc
 from tropical_gemm.progress import ProgressBar
 
 CACHE_ACTIONS = ["info", "list", "clear", "prune", "export", "import"]

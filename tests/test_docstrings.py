@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from tropical_gemm.jit import disk_cache as dc
+from tropical_gemm.jit import cache as dc
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tropical_gemm"
 PUBLIC_MODULES = {"tropical_gemm": PACKAGE / "__init__.py", "tropical_gemm.jit": PACKAGE / "jit" / "__init__.py",

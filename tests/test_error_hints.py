@@ -12,7 +12,7 @@ import tropical_gemm as tg
 from conftest import gpu_unavailable_reason
 from tropical_gemm.jit import DiskCacheWarning
 from tropical_gemm.jit.compiler import CompiledKernel, Target
-from tropical_gemm.jit.disk_cache import ENV_CACHE_DIR, BuildRequest, DiskCache
+from tropical_gemm.jit.cache import ENV_CACHE_DIR, BuildRequest, DiskCache
 
 
 class GpuArray:

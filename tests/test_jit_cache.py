@@ -23,10 +23,10 @@ import pytest
 
 from jit_helpers import RecordingLoader, cache_files, gpu_free_registry, small_source
 from tropical_gemm.jit import DiskCacheWarning, compiler, make_spec, resolve_target
-from tropical_gemm.jit import disk_cache as dc
+from tropical_gemm.jit import cache as dc
 from tropical_gemm.jit import source as source_module
 from tropical_gemm.jit.compiler import CompiledKernel, Target
-from tropical_gemm.jit.disk_cache import BuildRequest, DiskCache, EntryMetadata
+from tropical_gemm.jit.cache import BuildRequest, DiskCache, EntryMetadata
 from tropical_gemm.jit.registry import build_request
 
 SPEC = make_spec("forward", "max_plus", "float32")
@@ -81,7 +81,7 @@ def test_layout_has_format_and_arch_one_binary_and_readable_metadata(cache_root)
     gpu_free_registry().get_function(SPEC, 0)
     binaries, metas = cache_files(cache_root, ".cubin"), cache_files(cache_root, ".json")
     assert len(binaries) == len(metas) == 1
-    assert binaries[0].parent == cache_root / "v1" / "sm_90"
+    assert binaries[0].parent == cache_root / f"v{dc.FORMAT_VERSION}" / "sm_90"
     assert binaries[0].name.startswith(SPEC.name + "-") and binaries[0].name.endswith(".cubin")
     meta = json.loads(metas[0].read_text())
     assert meta["spec"] == SPEC.as_dict() and meta["target"] == "sm_90"
@@ -92,30 +92,38 @@ def test_layout_has_format_and_arch_one_binary_and_readable_metadata(cache_root)
 
 
 @pytest.mark.nvrtc
-def test_files_follow_the_umask_not_0600(cache_root):
-    old = os.umask(0o022)
+@pytest.mark.parametrize("umask", [0o022, 0o000, 0o077])
+def test_files_are_0600_and_directories_0700_whatever_the_umask(cache_root, umask):
+    # Issue 18: under umask 000 the cache used to create world-writable files,
+    # which anyone could replace with their own cubin.
+    old = os.umask(umask)
     try:
         gpu_free_registry().get_function(SPEC, 0)
     finally:
         os.umask(old)
-    for path in cache_files(cache_root, ".cubin") + cache_files(cache_root, ".json"):
-        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
-    assert stat.S_IMODE((cache_root / "v1" / "sm_90").stat().st_mode) == 0o755
+    for path in cache_files(cache_root, ".cubin") + cache_files(cache_root, ".json") + cache_files(cache_root, ".lock"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    for directory in (cache_root, cache_root / f"v{dc.FORMAT_VERSION}", cache_root / f"v{dc.FORMAT_VERSION}" / "sm_90"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
 
 
-def test_a_group_writable_cache_gets_group_writable_files_and_locks(cache_root):
+def test_a_shared_cache_group_gets_group_files_and_locks(cache_root, monkeypatch):
+    group = os.getgid()
+    monkeypatch.setenv(dc.ENV_GROUP, str(group))
     cache_root.mkdir()
-    os.chmod(cache_root, 0o2775)
-    old = os.umask(0o022)
+    os.chown(cache_root, -1, group)
+    os.chmod(cache_root, 0o2770)
+    old = os.umask(0o077)
     try:
-        cache = DiskCache(cache_root)
+        cache = dc.default_cache()
         request = request_for()
         cache.get_or_build(request, lambda: fake_compiled(request))
     finally:
         os.umask(old)
-    target_dir = cache_root / "v1" / "sm_90"
-    for path in list(target_dir.iterdir()) + [target_dir]:
-        assert stat.S_IMODE(path.stat().st_mode) & stat.S_IWGRP, path
+    target_dir = cache_root / f"v{dc.FORMAT_VERSION}" / "sm_90"
+    for path in list(target_dir.iterdir()):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o660 and path.stat().st_gid == group, path
+    assert stat.S_IMODE(target_dir.stat().st_mode) == 0o2770
 
 
 # ---- verification and recovery -------------------------------------------------------------------
@@ -165,7 +173,7 @@ def test_metadata_of_another_program_is_not_trusted(cache_root):
     mine, theirs = request_for("mine"), request_for("theirs")
     cache.get_or_build(theirs, lambda: fake_compiled(theirs, b"their binary"))
     # Move their (self-consistent) entry under my name: checksums pass, the key must not.
-    their_meta = cache_root / "v1" / "sm_90" / f"{theirs.stem}.json"
+    their_meta = cache_root / f"v{dc.FORMAT_VERSION}" / "sm_90" / f"{theirs.stem}.json"
     (their_meta.parent / f"{mine.stem}.json").write_bytes(their_meta.read_bytes())
     (their_meta.parent / f"{mine.stem}.cubin").write_bytes(b"their binary")
     assert cache.lookup(mine) is None
@@ -309,8 +317,8 @@ def test_the_lock_timeout_comes_from_the_environment(cache_root, monkeypatch):
 # ---- NVRTC versions ------------------------------------------------------------------------------
 
 
-def test_a_cubin_from_another_nvrtc_is_used_but_ptx_is_not(cache_root):
-    cache = DiskCache(cache_root)
+def test_a_listed_compatible_nvrtc_cubin_is_used_but_ptx_is_not(cache_root):
+    cache = DiskCache(cache_root, compatible_nvrtc=("13.5",))
     for target in (Target("cubin", 90), Target("ptx", 90)):
         ci = request_for(target=target, nvrtc=(13, 5))
         cache.get_or_build(ci, lambda: fake_compiled(ci, b"from CI"))
@@ -320,21 +328,23 @@ def test_a_cubin_from_another_nvrtc_is_used_but_ptx_is_not(cache_root):
             assert found is not None and found.binary == b"from CI" and not found.exact
         else:
             assert found is None
-    strict = DiskCache(cache_root, strict_nvrtc=True)
+    strict = DiskCache(cache_root, strict_nvrtc=True, compatible_nvrtc=("13.5",))
     assert strict.lookup(request_for(nvrtc=(13, 0))) is None
+    assert DiskCache(cache_root).lookup(request_for(nvrtc=(13, 0))) is None  # unlisted: never used
 
 
-def test_the_same_major_version_is_preferred(cache_root):
-    cache = DiskCache(cache_root)
+def test_compatible_versions_are_tried_in_the_order_listed(cache_root):
+    cache = DiskCache(cache_root, compatible_nvrtc=("13.5", "12.8"))
     for version, payload in (((12, 8), b"twelve"), ((13, 5), b"thirteen")):
         req = request_for(nvrtc=version)
         cache.get_or_build(req, lambda: fake_compiled(req, payload), accept_other_nvrtc=False)
     assert cache.lookup(request_for(nvrtc=(13, 0))).binary == b"thirteen"
 
 
-def test_a_foreign_cubin_the_driver_refuses_is_rebuilt_with_this_nvrtc(cache_root):
+def test_a_foreign_cubin_the_driver_refuses_is_rebuilt_with_this_nvrtc(cache_root, monkeypatch):
     nvrtc = compiler.nvrtc_version()
     foreign_version = (nvrtc[0], nvrtc[1] + 1)
+    monkeypatch.setenv(dc.ENV_COMPATIBLE_NVRTC, "%d.%d" % foreign_version)
     spec_source = small_source(SPEC)
     req = build_request(SPEC, resolve_target("sm_90"), spec_source)
     foreign = BuildRequest(req.name, req.source, req.target, foreign_version, req.package_version)
@@ -398,7 +408,7 @@ def test_clear_removes_only_cache_entries(cache_root):
     (cache_root / "v0" / "sm_80").mkdir(parents=True)
     (cache_root / "v0" / "sm_80" / "old.cubin").write_bytes(b"old")
     (cache_root / "notes.txt").write_text("mine")
-    assert cache.clear() == 4  # binary, metadata, lock, old binary
+    assert cache.clear() == 2  # entries, as the other actions count: "a", and the old binary
     assert sorted(p.name for p in cache_root.iterdir()) == ["notes.txt"]
 
 

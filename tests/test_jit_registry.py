@@ -20,7 +20,7 @@ import pytest
 
 from jit_helpers import REPO, RecordingLoader, cache_files, gpu_free_registry, last_json_line, run_python, small_source
 from tropical_gemm.jit import KernelLoadError, Registry, make_spec, stats
-from tropical_gemm.jit import disk_cache as dc
+from tropical_gemm.jit import cache as dc
 from tropical_gemm.jit import registry as registry_module
 from tropical_gemm.jit.source import kernel_source
 

@@ -12,9 +12,9 @@ import pytest
 
 from jit_helpers import cache_files, gpu_free_registry
 from tropical_gemm.jit import Registry, UnsupportedArchError, make_spec, warmup
-from tropical_gemm.jit import disk_cache as dc
+from tropical_gemm.jit import cache as dc
 from tropical_gemm.jit.bundle import MANIFEST_NAME, BundleError, export_bundle, import_bundle
-from tropical_gemm.jit.disk_cache import DiskCache
+from tropical_gemm.jit.cache import DiskCache
 
 pytestmark = pytest.mark.nvrtc
 
@@ -164,7 +164,7 @@ def test_module_level_compile_spec_cache_dir_and_prune(cache_root):
 
     spec = make_spec("backward", "max_plus", "float32")
     first, second = compile_spec(spec, "sm_90"), compile_spec(spec, (9, 0))
-    assert first.compiled and first.stored and first.path.parent == cache_root / "v1" / "sm_90"
+    assert first.compiled and first.stored and first.path.parent == cache_root / f"v{dc.FORMAT_VERSION}" / "sm_90"
     assert not second.compiled and second.binary == first.binary
     assert cache_dir() == cache_root
     assert prune(0).removed == 1 and cache_files(cache_root, ".cubin") == []

@@ -19,7 +19,7 @@ from jit_helpers import last_json_line, run_python
 from reference import assert_same_bits
 from strategies import operand_pair
 from tropical_gemm.jit import Registry
-from tropical_gemm.jit import disk_cache as dc
+from tropical_gemm.jit import cache as dc
 
 pytestmark = [pytest.mark.gpu, pytest.mark.multi_gpu]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .info import human_size
+from .jit.cache.config import comma_list
 from .jit.compiler import NvrtcUnavailableError, Target
 from .jit.spec import KernelSpec
 from .progress import ProgressBar
@@ -53,41 +55,41 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=_run_warmup)
 
 
-def _joined(values: list[str] | None) -> list[str] | None:
-    if not values:
-        return None
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
-
-
 def _run_warmup(args: argparse.Namespace) -> int:
-    from .jit import default_registry, warmup
+    from .jit import warmup
+    from .jit.warmup import NoGpuForArchError
 
     bar = ProgressBar(sys.stderr)
 
     def progress(done: int, total: int, spec: KernelSpec, target: Target) -> None:
         bar.update(done, total, f"{spec.name} ({target.tag})")
 
-    before = default_registry().stats()
     started = time.perf_counter()
-    specs = warmup(semirings=_joined(args.semiring), dtypes=_joined(args.dtype), ops=_joined(args.op),
-                   arch=args.arch, workers=args.workers, progress=progress)
+    try:
+        result = warmup(semirings=comma_list(args.semiring), dtypes=comma_list(args.dtype),
+                        ops=comma_list(args.op), arch=args.arch, workers=args.workers, progress=progress)
+    except NoGpuForArchError as exc:
+        raise CliError(f"no usable CUDA GPU to take the architecture from ({exc.cause}); pass --arch, "
+                       "e.g. --arch sm_90 or --arch sm_80,sm_90") from exc
     bar.finish()
-    after = default_registry().stats()
     summary = {
-        "kernels": len(specs),
-        "builds": after["compiled"] + after["disk_hits"] - before["compiled"] - before["disk_hits"],
-        "compiled": after["compiled"] - before["compiled"],
-        "already_cached": after["disk_hits"] - before["disk_hits"],
-        "compile_seconds": round(after["compile_seconds"] - before["compile_seconds"], 3),
-        "wall_seconds": round(time.perf_counter() - started, 3),
-        "cache_dir": after["cache_dir"],
+        "kernels": len(result), "builds": result.compiled + result.already_cached, "compiled": result.compiled,
+        "already_cached": result.already_cached, "stored": result.stored,
+        "not_stored": [{"name": n.name, "target": n.target, "reason": n.reason} for n in result.not_stored],
+        "wall_seconds": round(time.perf_counter() - started, 3), "cache_dir": result.cache_dir,
     }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         where = summary["cache_dir"] or "memory only (disk cache disabled)"
-        print(f"{summary['builds']} kernel builds ({summary['compiled']} compiled, "
-              f"{summary['already_cached']} already cached) in {summary['wall_seconds']:.1f} s; cache: {where}")
+        print(f"{summary['builds']} kernel builds ({result.compiled} compiled, {result.stored} stored, "
+              f"{result.already_cached} already cached, {len(result.not_stored)} not stored) in "
+              f"{summary['wall_seconds']:.1f} s; cache: {where}")
+    if result.not_stored:
+        reasons = sorted({n.reason for n in result.not_stored})
+        print(f"tropical-gemm: error: {len(result.not_stored)} of {summary['builds']} kernel builds were "
+              f"compiled but not stored: {'; '.join(reasons)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -142,7 +144,7 @@ def parse_size(text: str) -> int:
 
 
 def _cache() -> Any:
-    from .jit.disk_cache import default_cache
+    from .jit.cache import default_cache
 
     return default_cache()
 
@@ -193,17 +195,17 @@ def _run_cache_list(args: argparse.Namespace) -> int:
 
 def _run_cache_clear(args: argparse.Namespace) -> int:
     cache = _cache()
-    if cache.root is None:
-        raise CliError("the disk cache is disabled (TROPICAL_GEMM_DISABLE_DISK_CACHE); nothing to clear")
+    if not cache.enabled:
+        raise CliError(f"{cache.write_problem}; nothing to clear")
     removed = cache.clear()
-    print(f"removed {removed} files from {cache.root}")
+    print(f"removed {removed} entries from {cache.root}")
     return 0
 
 
 def _run_cache_prune(args: argparse.Namespace) -> int:
     cache = _cache()
-    if cache.root is None:
-        raise CliError("the disk cache is disabled (TROPICAL_GEMM_DISABLE_DISK_CACHE); nothing to prune")
+    if not cache.enabled:
+        raise CliError(f"{cache.write_problem}; nothing to prune")
     result = cache.prune(args.max_bytes)
     if args.json:
         print(json.dumps({"removed": result.removed, "freed_bytes": result.freed_bytes,
@@ -217,7 +219,7 @@ def _run_cache_prune(args: argparse.Namespace) -> int:
 def _run_cache_export(args: argparse.Namespace) -> int:
     from .jit.bundle import export_bundle
 
-    targets = _joined([args.arch]) if args.arch else None
+    targets = comma_list(args.arch)
     count = export_bundle(_cache(), args.file, targets=targets)
     print(f"exported {count} entries to {args.file}")
     return 0
@@ -324,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("tropical_gemm.jit").setLevel(logging.INFO)
     try:
         return int(args.handler(args))
+    except BrokenPipeError:
+        return _reader_went_away()
     except EXPECTED_ERRORS as exc:
         if args.verbose:
             raise
@@ -332,3 +336,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tropical-gemm: interrupted", file=sys.stderr)
         return 130
+
+
+def _reader_went_away() -> int:
+    """``tropical-gemm cache list | head -1``: the reader has what it wanted, so stop quietly.
+
+    stdout is pointed at /dev/null so that the interpreter's final flush does
+    not raise (and print "Broken pipe") once more on the way out.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (captured in tests)
+        pass
+    return 0

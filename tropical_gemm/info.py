@@ -110,7 +110,7 @@ def _kernel_target(arch: str) -> str:
 
 def cache_report() -> dict[str, Any]:
     """Where the kernel cache is, whether it can be written, and its entries per target (arch)."""
-    from .jit.disk_cache import ENV_CACHE_DIR, FORMAT_VERSION, default_cache
+    from .jit.cache import ENV_CACHE_DIR, FORMAT_VERSION, default_cache
 
     cache = default_cache()
     entries = cache.entries()

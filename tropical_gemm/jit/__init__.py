@@ -17,7 +17,6 @@ Examples:
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from .compiler import (
@@ -29,11 +28,16 @@ from .compiler import (
     UnsupportedArchError,
     resolve_target,
 )
-from .disk_cache import BuildOutcome, DiskCacheWarning, PruneResult, cache_dir, default_cache
-from .registry import KernelLoadError, Registry
+from .cache import BuildOutcome, DiskCacheWarning, PruneResult, cache_dir, default_cache
+from .cache.config import keep_cupy_cache_off_unusable_home
+from .registry import KernelLoadError, Registry, default_registry
 from .source import kernel_source
 from .spec import OPS, KernelSpec, catalogue, make_spec
-from .warmup import warmup
+from .warmup import WarmupResult, warmup
+
+# CuPy creates ~/.cupy when imported and fails if it cannot; engines import CuPy
+# after this package, so an unusable HOME is caught here, before that import.
+keep_cupy_cache_off_unusable_home()
 
 __all__ = [
     "COMPILE_OPTIONS",
@@ -49,6 +53,7 @@ __all__ = [
     "Registry",
     "Target",
     "UnsupportedArchError",
+    "WarmupResult",
     "cache_dir",
     "catalogue",
     "compile_spec",
@@ -61,26 +66,6 @@ __all__ = [
     "stats",
     "warmup",
 ]
-
-_registry: Registry | None = None
-_registry_guard = threading.Lock()
-
-
-def default_registry() -> Registry:
-    """The process-wide registry behind [`get_function`][tropical_gemm.jit.get_function] and
-    [`stats`][tropical_gemm.jit.stats].
-
-    Examples:
-        >>> from tropical_gemm.jit import default_registry
-        >>> default_registry() is default_registry()
-        True
-    """
-    global _registry
-    if _registry is None:
-        with _registry_guard:
-            if _registry is None:
-                _registry = Registry()
-    return _registry
 
 
 def get_function(spec: KernelSpec, device: int | None = None) -> Any:

@@ -1,13 +1,15 @@
 """Cache bundles: a ``.tar.gz`` of cache entries to build once and ship to many nodes.
 
 A bundle holds a manifest (``tropical-gemm-bundle.json``) and, for each
-entry, its binary and its metadata at their cache paths (``v1/sm_90/...``).
+entry, its binary and its metadata at their cache paths (``v2/sm_90/...``).
 Import checks everything before it writes anything: member names must be
 plain cache paths (no ``..``, links or devices), the metadata must parse and
 belong to its file name, and each binary's size and SHA-256 must match both
 its metadata and the manifest.  One bad entry rejects the whole bundle, so
-a node never ends up with half a bundle.  Entries are then written like
-freshly compiled ones (temp file, fsync, ``os.replace``).
+a node never ends up with half a bundle.  Members are streamed with a cap
+(the cache's own limits for metadata and binaries), so a small archive that
+unpacks to gigabytes is refused before it is read.  Entries are then written
+like freshly compiled ones (temp file, fsync, ``os.replace``).
 
 A checksum proves integrity, not origin: a cubin is executable code, so
 import bundles only from sources you would take a wheel from.
@@ -27,7 +29,9 @@ from pathlib import Path
 from typing import Iterable
 
 from .. import __version__
-from .disk_cache import FORMAT_VERSION, DiskCache, EntryMetadata, payload_suffix
+from .cache import FORMAT_VERSION, DiskCache, EntryMetadata, KernelCache, payload_suffix
+from .cache.config import MAX_BINARY_BYTES, MAX_METADATA_BYTES
+from .cache.files import UntrustedFile, read_capped
 
 BUNDLE_FORMAT = 1
 MANIFEST_NAME = "tropical-gemm-bundle.json"
@@ -50,14 +54,14 @@ class ImportResult:
     package_versions: tuple[str, ...]
 
 
-def export_bundle(cache: DiskCache, path: Path, *, targets: Iterable[str] | None = None) -> int:
+def export_bundle(cache: KernelCache, path: Path, *, targets: Iterable[str] | None = None) -> int:
     """Write the cache's entries (optionally only some targets, e.g. ``["sm_90"]``) to ``path``.
 
     Returns the number of entries written.  Raises ``BundleError`` when the
     cache is off or holds nothing to export.
     """
-    if not cache.enabled:
-        raise BundleError("the disk cache is disabled (TROPICAL_GEMM_DISABLE_DISK_CACHE); nothing to export")
+    if not isinstance(cache, DiskCache):
+        raise BundleError(f"{cache.write_problem}; nothing to export")
     wanted = set(targets) if targets is not None else None
     entries = [e for e in cache.entries() if wanted is None or e.metadata.target in wanted]
     if not entries:
@@ -66,7 +70,11 @@ def export_bundle(cache: DiskCache, path: Path, *, targets: Iterable[str] | None
     records = []
     members: list[tuple[str, bytes]] = []
     for entry in sorted(entries, key=lambda e: (e.metadata.target, e.metadata.stem)):
-        payload = entry.payload_path.read_bytes()
+        try:
+            payload = read_capped(entry.payload_path, entry.metadata.size, cache.trust)
+        except (OSError, UntrustedFile) as exc:
+            log.warning("not exporting unreadable cache entry %s: %s", entry.payload_path, exc)
+            continue
         problem = entry.metadata.verify(payload)
         if problem is not None:
             log.warning("not exporting corrupt cache entry %s: %s", entry.payload_path, problem)
@@ -95,10 +103,10 @@ def _add_member(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     archive.addfile(info, io.BytesIO(data))
 
 
-def import_bundle(cache: DiskCache, path: Path) -> ImportResult:
+def import_bundle(cache: KernelCache, path: Path) -> ImportResult:
     """Verify every entry of the bundle at ``path``, then write them all into ``cache``."""
-    if not cache.enabled:
-        raise BundleError("the disk cache is disabled (TROPICAL_GEMM_DISABLE_DISK_CACHE); cannot import")
+    if not cache.writable:
+        raise BundleError(f"{cache.write_problem}; cannot import")
     files = _read_members(path)
     manifest = _parse_manifest(files.pop(MANIFEST_NAME, None), path)
     verified: list[tuple[EntryMetadata, bytes]] = []
@@ -112,7 +120,7 @@ def import_bundle(cache: DiskCache, path: Path) -> ImportResult:
         raise BundleError(f"{path}: files not listed in the manifest: {', '.join(unlisted[:5])}")
     for metadata, payload in verified:
         if cache.write_entry(metadata, payload) is None:
-            raise BundleError(f"cannot write to the kernel cache {cache.root}; nothing more was imported")
+            raise BundleError(f"{cache.write_problem}; nothing more was imported")
     versions = tuple(sorted({m.package_version for m, _ in verified}))
     if versions and versions != (__version__,):
         log.warning("bundle %s holds kernels for tropical_gemm %s; this is %s, which will not use them",
@@ -132,12 +140,24 @@ def _read_members(path: Path) -> dict[str, bytes]:
                     raise BundleError(f"{path}: member {member.name!r} is not a regular file")
                 if member.name in files:
                     raise BundleError(f"{path}: member {member.name!r} appears twice")
-                extracted = archive.extractfile(member)
-                assert extracted is not None  # regular files always extract
-                files[member.name] = extracted.read()
+                files[member.name] = _read_member(archive, member, path)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise BundleError(f"{path} is not a readable bundle: {exc}") from exc
     return files
+
+
+def _read_member(archive: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> bytes:
+    """One member's bytes, refused unread if its header claims more than a cache file may hold."""
+    cap = MAX_METADATA_BYTES if member.name.endswith(".json") else MAX_BINARY_BYTES
+    if member.size > cap:
+        raise BundleError(f"{path}: member {member.name!r} claims {member.size} bytes, more than the {cap} "
+                          "a cache file may hold")
+    extracted = archive.extractfile(member)
+    assert extracted is not None  # regular files always extract
+    data = extracted.read(cap + 1)
+    if len(data) > cap:
+        raise BundleError(f"{path}: member {member.name!r} holds more than {cap} bytes")
+    return data
 
 
 def _parse_manifest(raw: bytes | None, path: Path) -> dict:

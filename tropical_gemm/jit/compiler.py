@@ -15,11 +15,12 @@ contraction are switched off explicitly instead of relying on defaults.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
-from typing import Union
+from typing import TextIO, Union
 
 COMPILE_OPTIONS: tuple[str, ...] = (
     "--std=c++17",
@@ -65,21 +66,43 @@ class NvrtcUnavailableError(RuntimeError):
 class CompileError(RuntimeError):
     """NVRTC rejected a program; ``log`` holds its diagnostics verbatim.
 
+    ``source`` is the rendered program and ``options`` the NVRTC options, so
+    that a failure can be reproduced without the library; ``dump()`` writes
+    them with numbered lines (as CuPy's ``CompileException.dump()`` does).
+
     Examples:
+        >>> import io
         >>> from tropical_gemm.jit import CompileError, Target
         >>> from tropical_gemm.jit.compiler import compile_program
         >>> try:
         ...     compile_program("this is not CUDA", "broken", Target("cubin", 90))
         ... except CompileError as exc:
-        ...     print(exc.kernel, exc.target, "error" in exc.log)
-        broken sm_90 True
+        ...     print(exc.kernel, exc.target, "error" in exc.log, exc.options[0])
+        ...     report = io.StringIO()
+        ...     exc.dump(report)
+        ...     print(report.getvalue().splitlines()[3])
+        broken sm_90 True -arch=sm_90
+        0001 this is not CUDA
     """
 
-    def __init__(self, message: str, *, kernel: str, target: str, log: str) -> None:
+    def __init__(self, message: str, *, kernel: str, target: str, log: str, source: str = "",
+                 options: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.kernel = kernel
         self.target = target
         self.log = log
+        self.source = source
+        self.options = tuple(options)
+
+    def dump(self, file: TextIO | None = None) -> None:
+        """Write the kernel name, options, numbered source and NVRTC's log to ``file`` (default stderr)."""
+        out = sys.stderr if file is None else file
+        width = len(str(self.source.count("\n") + 1))
+        rule = "=" * 40
+        out.write(f"{rule}\n{self.kernel} ({self.target}): {' '.join(self.options)}\n{rule}\n")
+        for number, line in enumerate(self.source.splitlines(), 1):
+            out.write(f"{number:0{max(width, 4)}d} {line}\n")
+        out.write(f"{rule}\n{self.log}\n{rule}\n")
 
 
 class UnsupportedArchError(ValueError):
@@ -146,6 +169,9 @@ class CompiledKernel:
 
 def nvrtc_module() -> ModuleType:
     """CuPy's NVRTC binding, or an error that says how to install it."""
+    from .cache.config import keep_cupy_cache_off_unusable_home
+
+    keep_cupy_cache_off_unusable_home()  # CuPy fails to import when it cannot create ~/.cupy
     try:
         from cupy_backends.cuda.libs import nvrtc
     except ImportError as exc:
@@ -162,11 +188,16 @@ def nvrtc_version() -> tuple[int, int]:
     nvrtc = nvrtc_module()
     try:
         major, minor = nvrtc.getVersion()
-    except Exception as exc:  # the binding raises RuntimeError/OSError when libnvrtc is absent
+    except (RuntimeError, OSError) as exc:  # what the binding raises when libnvrtc is absent
         raise NvrtcUnavailableError(
             f"the NVRTC library could not be loaded ({exc}). Install it with: {NVRTC_INSTALL_HINT}"
         ) from exc
     return int(major), int(minor)
+
+
+def nvrtc_version_if_loaded() -> tuple[int, int] | None:
+    """NVRTC's version if this process has already asked for it, else ``None`` (without loading NVRTC)."""
+    return nvrtc_version() if nvrtc_version.cache_info().currsize else None
 
 
 @lru_cache(maxsize=None)
@@ -251,7 +282,7 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
             raise CompileError(
                 f"NVRTC {version[0]}.{version[1]} failed to compile kernel {entry_name} for {target.tag} "
                 f"({exc}); options: {' '.join(options)}\n{log}",
-                kernel=entry_name, target=target.tag, log=log,
+                kernel=entry_name, target=target.tag, log=log, source=source, options=options,
             ) from None
         binary = nvrtc.getCUBIN(program) if target.kind == "cubin" else nvrtc.getPTX(program)
         log = _program_log(nvrtc, program)
@@ -262,7 +293,7 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
         raise CompileError(
             f"kernel {entry_name} compiled for {target.tag}, but the program defines no entry point "
             f"named {entry_name!r}: the fragment must declare it extern \"C\" __global__",
-            kernel=entry_name, target=target.tag, log=log,
+            kernel=entry_name, target=target.tag, log=log, source=source, options=options,
         )
     return CompiledKernel(bytes(binary), target, options, version, seconds, log)
 

@@ -6,7 +6,7 @@ hashing of source, no file system access.  Everything else happens once per
 (spec, device) per process, under a per-key lock so that concurrent first
 requests from many threads build once and the others wait for it:
 
-    spec → source (jit.source) → disk cache (jit.disk_cache: verified read,
+    spec → source (jit.source) → disk cache (jit.cache: verified read,
     or NVRTC compile through jit.compiler behind a file lock) → loader
 
 The loader turns a binary into something callable.  The default one loads
@@ -22,11 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
 from .compiler import Target, compile_program, nvrtc_version, resolve_target
-from .disk_cache import BuildOutcome, BuildRequest, DiskCache, default_cache
+from .cache import BuildOutcome, BuildRequest, KernelCache, default_cache
 from .source import kernel_options, kernel_source
 from .spec import KernelSpec
 
@@ -34,6 +35,9 @@ log = logging.getLogger("tropical_gemm.jit")
 
 #: ``loader(binary, entry_name, device_id) -> function``
 Loader = Callable[[bytes, str, int], Any]
+
+#: What a loader raises when the driver refuses a binary (CuPy's CUDADriverError is a RuntimeError).
+LOAD_ERRORS = (RuntimeError, OSError, ValueError)
 
 
 class KernelLoadError(RuntimeError):
@@ -122,7 +126,7 @@ class Registry:
     """
 
     def __init__(self, *, loader: Loader = load_cupy_function,
-                 cache: Callable[[], DiskCache] = default_cache,
+                 cache: Callable[[], KernelCache] = default_cache,
                  target_for_device: Callable[[int], Target] = device_target,
                  source: Callable[[KernelSpec], str] = kernel_source) -> None:
         self._source = source
@@ -171,22 +175,36 @@ class Registry:
             outcome = self.build(spec, target, source=source, cache=cache)
             try:
                 function = self._timed_load(outcome.binary, spec.name, device)
-            except Exception as exc:
-                if outcome.exact:
-                    raise KernelLoadError(
-                        f"the CUDA driver could not load kernel {spec.name} ({target.tag}) "
-                        f"from {outcome.path or 'memory'}: {exc}"
-                    ) from exc
-                log.warning("cubin for %s built by another NVRTC version does not load here (%s); "
-                            "compiling it with this NVRTC", spec.name, exc)
-                outcome = self.build(spec, target, accept_other_nvrtc=False, source=source, cache=cache)
-                function = self._timed_load(outcome.binary, spec.name, device)
+            except LOAD_ERRORS as exc:
+                function = self._rebuild_once(spec, target, device, outcome, exc, source, cache)
             self._functions[key] = function
         with self._guard:
             self._seconds["ready_seconds"] += time.perf_counter() - started
         return function
 
-    def _warm_load(self, spec: KernelSpec, device: int, source: str, cache: DiskCache) -> Any:
+    def _rebuild_once(self, spec: KernelSpec, target: Target, device: int, refused: BuildOutcome,
+                      exc: Exception, source: str, cache: KernelCache) -> Any:
+        """Heal a binary the driver refused: a cached one is evicted (if exact) and compiled afresh, once.
+
+        A binary just compiled by this NVRTC that the driver refuses is a real
+        driver problem: that is a ``KernelLoadError``, not a retry loop.
+        """
+        if refused.compiled:
+            raise _load_error(spec, target, refused.path, exc) from exc
+        if refused.exact and refused.path is not None:
+            log.warning("cached kernel %s (%s) does not load (%s); evicting it and compiling it again",
+                        spec.name, refused.path, exc)
+            cache.evict(refused.path)
+        else:
+            log.warning("cubin for %s built by another NVRTC version does not load here (%s); "
+                        "compiling it with this NVRTC", spec.name, exc)
+        outcome = self.build(spec, target, accept_other_nvrtc=False, source=source, cache=cache)
+        try:
+            return self._timed_load(outcome.binary, spec.name, device)
+        except LOAD_ERRORS as again:
+            raise _load_error(spec, target, outcome.path, again) from again
+
+    def _warm_load(self, spec: KernelSpec, device: int, source: str, cache: KernelCache) -> Any:
         """The common warm start: a verified cubin for this GPU's arch, loaded without NVRTC.
 
         Returns None (and the full path runs: target from NVRTC, exact key,
@@ -198,7 +216,7 @@ class Registry:
             return None
         try:
             function = self._timed_load(found.binary, spec.name, device)
-        except Exception as exc:  # e.g. a cubin from a newer NVRTC than this driver loads
+        except LOAD_ERRORS as exc:  # e.g. a cubin from a newer NVRTC than this driver loads
             log.info("cached cubin %s does not load here (%s); resolving with NVRTC", found.path, exc)
             return None
         with self._guard:
@@ -228,7 +246,7 @@ class Registry:
         return function
 
     def build(self, spec: KernelSpec, target: Target, *, accept_other_nvrtc: bool = True,
-              source: str | None = None, cache: DiskCache | None = None) -> BuildOutcome:
+              source: str | None = None, cache: KernelCache | None = None) -> BuildOutcome:
         """The binary for ``spec`` on ``target``, from the disk cache or compiled into it (not loaded)."""
         request = build_request(spec, target, self._source(spec) if source is None else source)
         outcome = (self._cache() if cache is None else cache).get_or_build(
@@ -260,3 +278,29 @@ class Registry:
         snapshot["disk_cache_writable"] = cache.writable
         snapshot["cache_dir"] = str(cache.root) if cache.root is not None else None
         return snapshot
+
+
+def _load_error(spec: KernelSpec, target: Target, path: Path | None, exc: Exception) -> KernelLoadError:
+    return KernelLoadError(f"the CUDA driver could not load kernel {spec.name} ({target.tag}) "
+                           f"from {path or 'memory'}: {exc}")
+
+
+_registry: Registry | None = None
+_registry_guard = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """The process-wide registry behind [`get_function`][tropical_gemm.jit.get_function] and
+    [`stats`][tropical_gemm.jit.stats].
+
+    Examples:
+        >>> from tropical_gemm.jit import default_registry
+        >>> default_registry() is default_registry()
+        True
+    """
+    global _registry
+    if _registry is None:
+        with _registry_guard:
+            if _registry is None:
+                _registry = Registry()
+    return _registry

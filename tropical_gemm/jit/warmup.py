@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence, Union
 
+from .cache import BuildOutcome
+from .cache.config import comma_list
 from .compiler import ArchLike, Target, resolve_target
-from .registry import Registry, current_device, device_target
+from .registry import Registry, current_device, default_registry, device_target
 from .spec import KernelSpec, catalogue
 
 #: ``progress(done, total, spec, target)`` after each kernel is in the cache.
@@ -29,6 +32,51 @@ Names = Union[str, Iterable[str], None]
 MAX_DEFAULT_WORKERS = 16
 
 
+class NoGpuForArchError(RuntimeError):
+    """``warmup`` was asked for the current GPU's architecture, and there is no usable GPU."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"no usable CUDA GPU to take the architecture from ({cause}); "
+                         "pass arch explicitly, e.g. arch='sm_90' or arch=['sm_80', 'sm_90']")
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class NotStored:
+    """A kernel that was compiled but is not in the disk cache, and why."""
+
+    name: str
+    target: str
+    reason: str
+
+
+class WarmupResult(list):  # type: ignore[type-arg]
+    """The specs warmed (a list, as before), and what happened to each build.
+
+    ``compiled`` + ``already_cached`` is every build; ``stored`` counts the
+    compiled binaries written to disk and ``not_stored`` lists the others with
+    the reason, so a warm-up that filled nothing cannot pass for one that did.
+
+    Examples:
+        >>> from tropical_gemm.jit import warmup
+        >>> result = warmup(semirings="max_plus", dtypes="float32", ops="backward", arch="sm_90")
+        >>> result.compiled + result.already_cached, result.not_stored
+        (1, ())
+    """
+
+    def __init__(self, specs: Iterable[KernelSpec], outcomes: Sequence[tuple[KernelSpec, Target, BuildOutcome]],
+                 cache_dir: str | None) -> None:
+        super().__init__(specs)
+        self.compiled = sum(o.compiled for _, _, o in outcomes)
+        self.already_cached = sum(not o.compiled for _, _, o in outcomes)
+        self.stored = sum(o.stored for _, _, o in outcomes)
+        self.not_stored = tuple(
+            NotStored(spec.name, target.tag, o.store_problem or "the cache did not keep it")
+            for spec, target, o in outcomes if o.compiled and not o.stored
+        )
+        self.cache_dir = cache_dir
+
+
 def warmup(
     *,
     semirings: Names = None,
@@ -38,13 +86,15 @@ def warmup(
     workers: int | None = None,
     progress: Progress | None = None,
     registry: Registry | None = None,
-) -> list[KernelSpec]:
-    """Compile the selected catalogue kernels into the disk cache; return their specs.
+) -> WarmupResult:
+    """Compile the selected catalogue kernels into the disk cache; return their specs and what was stored.
 
     ``arch`` is one architecture (``"sm_90"``), several (a list, or a comma
     separated string), or ``None`` for the current GPU.  Kernels already in
     the cache are read and verified, not recompiled.  The first compile error
-    stops the run and is raised (kernels finished by then stay cached).
+    stops the run and is raised (kernels finished by then stay cached).  A
+    kernel compiled but not stored (read-only or full disk, cache disabled)
+    is listed in ``not_stored`` with the reason; it is not an exception.
 
     Examples:
         >>> from tropical_gemm.jit import warmup
@@ -53,16 +103,14 @@ def warmup(
         >>> [spec.name for spec in specs]      # each compiled for both targets, no GPU needed
         ['tg_backward_max_plus_f32', 'tg_backward_ordered_b_max_plus_f32']
     """
-    from . import default_registry
-
-    chosen = catalogue(semirings_=_names(semirings), dtypes=_names(dtypes), ops=_names(ops))
+    chosen = catalogue(semirings_=comma_list(semirings), dtypes=comma_list(dtypes), ops=comma_list(ops))
     targets = _targets(arch)
     jobs = [(spec, target) for target in targets for spec in chosen]
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     count = workers or min(len(jobs), os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
     builder = registry or default_registry()
-    done = 0
+    outcomes: list[tuple[KernelSpec, Target, BuildOutcome]] = []
     with ThreadPoolExecutor(max_workers=max(count, 1), thread_name_prefix="tropical-gemm-warmup") as pool:
         pending = {pool.submit(builder.build, spec, target): (spec, target) for spec, target in jobs}
         while pending:
@@ -73,18 +121,10 @@ def warmup(
                     for other in pending:
                         other.cancel()
                     raise future.exception()  # type: ignore[misc]
-                done += 1
+                outcomes.append((spec, target, future.result()))
                 if progress is not None:
-                    progress(done, len(jobs), spec, target)
-    return chosen
-
-
-def _names(value: Names) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return list(value)
+                    progress(len(outcomes), len(jobs), spec, target)
+    return WarmupResult(chosen, outcomes, builder.stats()["cache_dir"])
 
 
 def _targets(arch: "ArchLike | Sequence[ArchLike] | None") -> list[Target]:
@@ -92,13 +132,10 @@ def _targets(arch: "ArchLike | Sequence[ArchLike] | None") -> list[Target]:
     if arch is None:
         try:
             return [device_target(current_device())]
-        except Exception as exc:
-            raise RuntimeError(
-                f"no usable CUDA GPU to take the architecture from ({exc}); "
-                "pass arch explicitly, e.g. arch='sm_90' or arch=['sm_80', 'sm_90']"
-            ) from exc
+        except (RuntimeError, ImportError, OSError) as exc:  # CUDA errors are RuntimeErrors; no CuPy: ImportError
+            raise NoGpuForArchError(exc) from exc
     if isinstance(arch, str):
-        archs: list[ArchLike] = [a.strip() for a in arch.split(",") if a.strip()]
+        archs: list[ArchLike] = list(comma_list(arch) or [])
     elif isinstance(arch, int) or (isinstance(arch, tuple) and all(isinstance(x, int) for x in arch)):
         archs = [arch]
     else:

@@ -1,0 +1,368 @@
+"""The cache under one root directory: lookup, per-entry lock, atomic writes, healing.
+
+Layout under the root (see docs/jit.md)::
+
+    v2/                                  key schema / format version
+      nvrtc-running                      the NVRTC version this cache last saw compile
+      sm_90/                             target: cubin for sm_90 (compute_90: PTX)
+        <name>-<pkey16>-nvrtc13.0.cubin  the binary NVRTC produced, unchanged
+        <name>-<pkey16>-nvrtc13.0.json   metadata (spec, options, sha256, ...), written last
+        <name>-<pkey16>-nvrtc13.0.lock   the per-entry file lock
+
+An entry is the pair; the metadata is committed last, so a binary without
+metadata is an unfinished write (not corruption) that the next writer
+replaces.  The lock only saves duplicate compiles: correctness rests on the
+atomic replace, so a lock that cannot be had in time degrades to compiling
+without it.  A root that is not ours (owner, mode) is not used at all; a
+bad path below it is moved aside and rebuilt once.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Callable
+
+from .. import compiler
+from ..compiler import CompiledKernel
+from . import maintenance
+from .config import (
+    DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem,
+)
+from .entry import BuildOutcome, CachedBinary, EntryInfo, EntryMetadata, PruneResult, metadata_for, outcome_from
+from .files import EntryLock, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir, make_dir, \
+    read_capped, remove_aside, touch, unlink_quietly
+from .keys import FORMAT_VERSION, BuildRequest, entry_stem, version_text
+
+log = logging.getLogger("tropical_gemm.jit")
+
+STAMP_NAME = "nvrtc-running"
+
+#: Write errors a retry can fix: the tree was renamed away by ``cache clear``,
+#: or a path is a directory where a file belongs (healed before the retry).
+_TRANSIENT = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST}
+
+
+class DiskCache:
+    """The cache under ``root``; obtain it through ``default_cache()`` so each root warns once per process."""
+
+    enabled = True
+
+    def __init__(self, root: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, strict_nvrtc: bool = False,
+                 compatible_nvrtc: tuple[str, ...] = (), group: int | None = None) -> None:
+        self.root = Path(root)
+        self.lock_timeout = lock_timeout
+        self.strict_nvrtc = strict_nvrtc
+        self.compatible_nvrtc = tuple(compatible_nvrtc)
+        self.trust = Trust.current(group)
+        self._problem: str | None = None  # why nothing more is written (or read, if untrusted)
+        self._untrusted = False
+        self._opened = False
+        self._stamp: str | None = None
+        self._warned: set[str] = set()
+        self._guard = threading.Lock()
+        self._warn_guard = threading.Lock()
+
+    @property
+    def writable(self) -> bool:
+        """False once the root proved unusable or a write failed in this process; reads go on if trusted."""
+        self._open()
+        return self._problem is None
+
+    @property
+    def write_problem(self) -> str | None:
+        """Why this process writes nothing to the cache, or ``None``."""
+        self._open()
+        return self._problem
+
+    @property
+    def format_dir(self) -> Path:
+        return self.root / f"v{FORMAT_VERSION}"
+
+    def target_dir(self, target_tag: str) -> Path:
+        return self.format_dir / target_tag
+
+    # ---- opening: trust the root, sweep debris ---------------------------------------------------
+
+    def _open(self) -> bool:
+        """Whether the root may be read (checked, created, swept once per process)."""
+        if self._opened:
+            return not self._untrusted
+        with self._guard:
+            if not self._opened:
+                self._check_root()
+                self._opened = True
+        if not self._untrusted and self._problem is None:
+            maintenance.sweep_dead_scratch(self.format_dir)
+        return not self._untrusted
+
+    def _check_root(self) -> None:
+        try:
+            if not os.path.lexists(self.root):
+                self.root.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    make_dir(self.root, self.trust)
+                except FileExistsError:  # another process made it first
+                    pass
+            st = os.stat(self.root)  # the root itself may be a symlink the user chose; what it names is checked
+        except OSError as exc:
+            cause = home_problem(self.root)
+            self._problem = f"cannot create files in the kernel cache {self.root} ({exc}{'; ' + cause if cause else ''})"
+            self._untrusted = True
+            self._warn_unwritable()
+            return
+        problem = self.trust.problem(st, directory=True)
+        if problem is not None:
+            self._untrusted = True
+            self._problem = f"not using the kernel cache {self.root}: it {problem}"
+            self.warn_once("untrusted", f"{self._problem}. Kernels compiled now stay in memory for this process. "
+                                        f"Use a directory only you can write (chmod 700), set {ENV_CACHE_DIR} to "
+                                        f"one, or set {ENV_GROUP} to share a group-owned cache")
+
+    # ---- reading ---------------------------------------------------------------------------------
+
+    def lookup(self, request: BuildRequest) -> CachedBinary | None:
+        """A verified entry for ``request``, or ``None``.  Never raises on a bad entry; heals bad paths."""
+        if not self._open():
+            return None
+        directory = self.target_dir(request.target.tag)
+        for version in self._versions_for(request):
+            stem = entry_stem(request.name, request.portable_key, version)
+            found = self._read_verified(directory / f"{stem}.json", request,
+                                        expect_exact=request.nvrtc_version is not None and version == self._running(request))
+            if found is not None:
+                return found
+        return None
+
+    def _running(self, request: BuildRequest) -> str | None:
+        if request.nvrtc_version is not None:
+            return version_text(request.nvrtc_version)
+        loaded = compiler.nvrtc_version_if_loaded()
+        return version_text(loaded) if loaded is not None else self._read_stamp()
+
+    def _versions_for(self, request: BuildRequest) -> list[str]:
+        """NVRTC versions whose entries may serve ``request``, best first: never "newer is better".
+
+        The running version (for a probe: NVRTC's if loaded, else the one this
+        cache last saw compile), then, for cubins, the explicitly listed
+        compatible versions.  PTX is never shared across versions.
+        """
+        if request.nvrtc_version is None and self.strict_nvrtc:
+            return []
+        running = self._running(request)
+        versions = [running] if running is not None else []
+        if request.target.kind == "cubin" and not self.strict_nvrtc:
+            versions += [v for v in self.compatible_nvrtc if v not in versions]
+        return versions
+
+    def _read_verified(self, meta_path: Path, request: BuildRequest, *, expect_exact: bool) -> CachedBinary | None:
+        raw = self._read(meta_path, MAX_METADATA_BYTES)
+        if raw is None:
+            return None
+        try:
+            metadata = EntryMetadata.from_json(raw)
+        except ValueError as exc:
+            self._report_corrupt(meta_path, str(exc))
+            return None
+        problem = metadata.mismatch(request, meta_path.name, expect_exact=expect_exact)
+        if problem is not None:
+            self._report_corrupt(meta_path, problem)
+            return None
+        payload_path = meta_path.with_name(metadata.payload_name)
+        if not os.path.lexists(payload_path):
+            self._report_corrupt(meta_path, "its binary is missing")
+            return None
+        payload = self._read(payload_path, metadata.size)
+        if payload is None:
+            return None
+        problem = metadata.verify(payload)
+        if problem is not None:
+            self._report_corrupt(payload_path, problem)
+            return None
+        touch(payload_path)
+        exact = request.nvrtc_version is not None and metadata.key == request.key
+        return CachedBinary(payload, metadata, payload_path, exact=exact)
+
+    def _read(self, path: Path, cap: int) -> bytes | None:
+        """A trusted file's bytes, or ``None`` (absent, unreadable, or untrusted and so moved aside)."""
+        try:
+            return read_capped(path, cap, self.trust)
+        except FileNotFoundError:
+            return None
+        except UntrustedFile as exc:
+            self._heal(path, exc.problem)
+        except OSError as exc:
+            log.warning("cannot read cache file %s (%s); treating it as a miss", path, exc)
+        return None
+
+    def _heal(self, path: Path, problem: str) -> None:
+        log.warning("cache path %s %s; moved it aside, the next build rewrites it", path, problem)
+        remove_aside(path)
+
+    def _report_corrupt(self, path: Path, problem: str) -> None:
+        log.warning("corrupt cache entry %s: %s; not loading it", path, problem)
+
+    def _read_stamp(self) -> str | None:
+        if self._stamp is None:
+            raw = self._read(self.format_dir / STAMP_NAME, 64)
+            self._stamp = raw.decode("ascii", "replace").strip() if raw else ""
+        return self._stamp or None
+
+    def _remember_running(self, version: tuple[int, int]) -> None:
+        """Record the NVRTC that compiled, so a later warm start can pick its entries without loading NVRTC."""
+        text = version_text(version)
+        if self._read_stamp() == text or self._problem is not None:
+            return
+        try:
+            atomic_write(self.format_dir / STAMP_NAME, (text + "\n").encode(), self.trust)
+            self._stamp = text
+        except OSError as exc:
+            log.info("cannot record the running NVRTC version in %s (%s)", self.format_dir, exc)
+
+    # ---- building --------------------------------------------------------------------------------
+
+    def get_or_build(self, request: BuildRequest, compile_fn: Callable[[], CompiledKernel], *,
+                     accept_other_nvrtc: bool = True) -> BuildOutcome:
+        """The binary for ``request``: from disk if a verified entry exists, else compiled (and stored).
+
+        Concurrent callers in other processes wait on the entry's lock and
+        then find the entry the first one wrote, so a kernel is compiled once
+        per machine.  Errors from ``compile_fn`` propagate unchanged.
+        """
+        found = self._lookup_for_build(request, accept_other_nvrtc)
+        if found is not None:
+            return outcome_from(found)
+        # Only metadata that failed verification is corruption: a binary alone
+        # is a write cut short between its two commits.
+        meta_path = self.target_dir(request.target.tag) / f"{request.stem}.json"
+        corrupt_before = self._open() and os.path.lexists(meta_path)
+        lock = self._acquire_lock(request)
+        try:
+            if lock is not None:
+                found = self._lookup_for_build(request, accept_other_nvrtc)
+                if found is not None:
+                    return outcome_from(found)
+            compiled = compile_fn()
+            path = self.write_entry(metadata_for(request, compiled), compiled.binary)
+        finally:
+            if lock is not None:
+                lock.release()
+        if path is not None:
+            self._remember_running(compiled.nvrtc_version)
+        replaced = corrupt_before and path is not None
+        if replaced:
+            log.warning("replaced corrupt cache entry %s", path)
+        return BuildOutcome(compiled.binary, True, compiled.compile_seconds, path is not None, True, path,
+                            replaced_corrupt=replaced, store_problem=None if path is not None else self._problem)
+
+    def _lookup_for_build(self, request: BuildRequest, accept_other_nvrtc: bool) -> CachedBinary | None:
+        found = self.lookup(request)
+        if found is not None and not found.exact and not accept_other_nvrtc:
+            return None
+        return found
+
+    def _acquire_lock(self, request: BuildRequest) -> EntryLock | None:
+        """The entry's lock, or ``None`` (after a log line) when it cannot be had in time or at all."""
+        if not self.writable:
+            return None
+        directory = self.target_dir(request.target.tag)
+        lock_path = directory / f"{request.stem}.lock"
+        for attempt in range(2):
+            lock = EntryLock(lock_path, self.lock_timeout, self.trust)
+            try:
+                self._ensure_dirs(directory)
+                lock.acquire()
+                return lock
+            except LockTimeout:
+                log.warning("cache lock %s still held after %.1f s (a stuck process?); compiling %s without "
+                            "waiting", lock_path, self.lock_timeout, request.name)
+                return None
+            except UntrustedFile as exc:
+                self._heal(lock_path, exc.problem)
+            except OSError as exc:
+                if exc.errno not in _TRANSIENT or attempt:
+                    self._disable_writes(f"cannot create files in the kernel cache {self.root} ({exc})")
+                    return None
+        return None
+
+    def write_entry(self, metadata: EntryMetadata, payload: bytes) -> Path | None:
+        """Write one entry, binary then metadata; ``None`` if writing is off or failed (see ``write_problem``)."""
+        if not self.writable:
+            return None
+        directory = self.target_dir(metadata.target)
+        payload_path = directory / metadata.payload_name
+        for attempt in range(2):
+            try:
+                self._ensure_dirs(directory)
+                self._replace(payload_path, payload)
+                self._replace(directory / f"{metadata.stem}.json", metadata.to_json())
+                return payload_path
+            except OSError as exc:
+                if exc.errno in _TRANSIENT and not attempt:
+                    continue  # the tree was renamed away (cache clear) or a path was healed: once more
+                reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else str(exc)
+                self._disable_writes(f"cannot write to the kernel cache {self.root} ({reason})")
+        return None
+
+    def _replace(self, path: Path, data: bytes) -> None:
+        """``atomic_write``, after moving aside anything at ``path`` that is not a regular file of ours."""
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            problem = self.trust.problem(st, directory=False)
+            if problem is not None:
+                self._heal(path, problem)
+        atomic_write(path, data, self.trust)
+
+    def _ensure_dirs(self, directory: Path) -> None:
+        for path in (self.format_dir, directory):
+            problem = ensure_dir(path, self.trust)
+            if problem is not None:
+                log.warning("cache directory %s %s; moved it aside and made a new one", path, problem)
+
+    def evict(self, path: Path) -> None:
+        """Remove the entry whose binary is ``path`` (metadata first, so no reader sees half of it)."""
+        for victim in (path.with_suffix(".json"), path):
+            unlink_quietly(victim)
+        log.warning("evicted cache entry %s", path)
+
+    def _disable_writes(self, message: str) -> None:
+        """Stop writing for this process, and say once which setting moves the cache somewhere usable."""
+        self._problem = message
+        self._warn_unwritable()
+
+    def _warn_unwritable(self) -> None:
+        self.warn_once("unwritable", f"{self._problem}; kernels compiled from now on stay in memory for this "
+                                     f"process. Set {ENV_CACHE_DIR} to a writable directory with free space to "
+                                     f"cache them")
+
+    def warn_once(self, topic: str, message: str) -> None:
+        with self._warn_guard:
+            if topic in self._warned:
+                return
+            self._warned.add(topic)
+        log.warning(message)
+        warnings.warn(message, DiskCacheWarning, stacklevel=4)
+
+    # ---- maintenance -----------------------------------------------------------------------------
+
+    def entries(self) -> list[EntryInfo]:
+        """Every readable entry of the current format, in no particular order."""
+        return maintenance.list_entries(self.format_dir, self.trust) if self._open() else []
+
+    def prune(self, max_bytes: int) -> PruneResult:
+        """Delete least recently used entries until the cache holds at most ``max_bytes``, and debris."""
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be zero or more, got {max_bytes}")
+        return maintenance.prune(self.format_dir, self.trust, max_bytes) if self._open() else PruneResult(0, 0, 0)
+
+    def clear(self) -> int:
+        """Remove every entry of every format version; returns the number of entries removed."""
+        return maintenance.clear(self.root) if self._open() else 0
+
