@@ -88,17 +88,23 @@ class DiskCache:
 
     # ---- opening: trust the root, sweep debris ---------------------------------------------------
 
-    def _open(self) -> bool:
-        """Whether the root may be read (checked, created, swept once per process)."""
+    def _open(self, *, create: bool = False) -> bool:
+        """Whether the root may be read: checked (and swept) once per process, created only to write."""
         if self._opened:
             return not self._untrusted
+        if not create and not os.path.lexists(self.root):
+            return True  # nothing to read yet; the first write creates and checks it
         with self._guard:
             if not self._opened:
                 self._check_root()
                 self._opened = True
-        if not self._untrusted and self._problem is None:
+        if not self._untrusted:
             maintenance.sweep_dead_scratch(self.format_dir)
         return not self._untrusted
+
+    def _may_write(self) -> bool:
+        self._open(create=True)
+        return self._problem is None
 
     def _check_root(self) -> None:
         try:
@@ -191,7 +197,7 @@ class DiskCache:
         """A trusted file's bytes, or ``None`` (absent, unreadable, or untrusted and so moved aside)."""
         try:
             return read_capped(path, cap, self.trust)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except UntrustedFile as exc:
             self._heal(path, exc.problem)
@@ -267,7 +273,7 @@ class DiskCache:
 
     def _acquire_lock(self, request: BuildRequest) -> EntryLock | None:
         """The entry's lock, or ``None`` (after a log line) when it cannot be had in time or at all."""
-        if not self.writable:
+        if not self._may_write():
             return None
         directory = self.target_dir(request.target.tag)
         lock_path = directory / f"{request.stem}.lock"
@@ -291,7 +297,7 @@ class DiskCache:
 
     def write_entry(self, metadata: EntryMetadata, payload: bytes) -> Path | None:
         """Write one entry, binary then metadata; ``None`` if writing is off or failed (see ``write_problem``)."""
-        if not self.writable:
+        if not self._may_write():
             return None
         directory = self.target_dir(metadata.target)
         payload_path = directory / metadata.payload_name
