@@ -325,7 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(format="%(name)s: %(message)s")
         logging.getLogger("tropical_gemm.jit").setLevel(logging.INFO)
     try:
-        return int(args.handler(args))
+        status = int(args.handler(args))
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at interpreter exit
+        return status
     except BrokenPipeError:
         return _reader_went_away()
     except EXPECTED_ERRORS as exc:

@@ -45,6 +45,7 @@ STAMP_NAME = "nvrtc-running"
 #: Write errors a retry can fix: the tree was renamed away by ``cache clear``,
 #: or a path is a directory where a file belongs (healed before the retry).
 _TRANSIENT = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST}
+_ATTEMPTS = 5
 
 
 class DiskCache:
@@ -253,7 +254,7 @@ class DiskCache:
                 if found is not None:
                     return outcome_from(found)
             compiled = compile_fn()
-            path = self.write_entry(metadata_for(request, compiled), compiled.binary)
+            path, problem = self._write(metadata_for(request, compiled), compiled.binary)
         finally:
             if lock is not None:
                 lock.release()
@@ -263,7 +264,7 @@ class DiskCache:
         if replaced:
             log.warning("replaced corrupt cache entry %s", path)
         return BuildOutcome(compiled.binary, True, compiled.compile_seconds, path is not None, True, path,
-                            replaced_corrupt=replaced, store_problem=None if path is not None else self._problem)
+                            replaced_corrupt=replaced, store_problem=problem)
 
     def _lookup_for_build(self, request: BuildRequest, accept_other_nvrtc: bool) -> CachedBinary | None:
         found = self.lookup(request)
@@ -277,7 +278,7 @@ class DiskCache:
             return None
         directory = self.target_dir(request.target.tag)
         lock_path = directory / f"{request.stem}.lock"
-        for attempt in range(2):
+        for _ in range(_ATTEMPTS):
             lock = EntryLock(lock_path, self.lock_timeout, self.trust)
             try:
                 self._ensure_dirs(directory)
@@ -290,29 +291,37 @@ class DiskCache:
             except UntrustedFile as exc:
                 self._heal(lock_path, exc.problem)
             except OSError as exc:
-                if exc.errno not in _TRANSIENT or attempt:
+                if exc.errno not in _TRANSIENT:
                     self._disable_writes(f"cannot create files in the kernel cache {self.root} ({exc})")
                     return None
-        return None
+        return None  # compiling without the lock is safe: the write is atomic
 
     def write_entry(self, metadata: EntryMetadata, payload: bytes) -> Path | None:
         """Write one entry, binary then metadata; ``None`` if writing is off or failed (see ``write_problem``)."""
+        return self._write(metadata, payload)[0]
+
+    def _write(self, metadata: EntryMetadata, payload: bytes) -> tuple[Path | None, str | None]:
+        """The binary's path, or ``None`` and why it was not written."""
         if not self._may_write():
-            return None
+            return None, self._problem
         directory = self.target_dir(metadata.target)
         payload_path = directory / metadata.payload_name
-        for attempt in range(2):
+        for _ in range(_ATTEMPTS):
             try:
                 self._ensure_dirs(directory)
                 self._replace(payload_path, payload)
                 self._replace(directory / f"{metadata.stem}.json", metadata.to_json())
-                return payload_path
+                return payload_path, None
             except OSError as exc:
-                if exc.errno in _TRANSIENT and not attempt:
-                    continue  # the tree was renamed away (cache clear) or a path was healed: once more
+                if exc.errno in _TRANSIENT:
+                    continue  # the tree was renamed away (cache clear) or a path was healed: again
                 reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else str(exc)
                 self._disable_writes(f"cannot write to the kernel cache {self.root} ({reason})")
-        return None
+                return None, self._problem
+        # Not a reason to stop writing: the next entry will most likely land.
+        problem = f"the cache directory {directory} kept disappearing while {metadata.stem} was written (cache clear?)"
+        log.warning("%s; not stored", problem)
+        return None, problem
 
     def _replace(self, path: Path, data: bytes) -> None:
         """``atomic_write``, after moving aside anything at ``path`` that is not a regular file of ours."""

@@ -1,0 +1,285 @@
+"""Issue 18, continued: crashes, concurrent clears, HOME, bundles, honest warm-ups, and the CLI's frictions.
+
+Kills and unusable HOMEs need separate processes; everything runs without a
+GPU (NVRTC compiles for sm_90, nothing is loaded).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import textwrap
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from jit_helpers import REPO, cache_files
+from test_hostile_cache import compiled_for, request_for, stored_entry
+from tropical_gemm.cli import main
+from tropical_gemm.jit import DiskCacheWarning, Registry, warmup
+from tropical_gemm.jit import bundle as bundle_module
+from tropical_gemm.jit import cache as dc
+from tropical_gemm.jit.bundle import BundleError, export_bundle, import_bundle
+from tropical_gemm.jit.cache import DiskCache
+
+SELECTION = dict(semirings="max_plus", dtypes="float32", ops="backward,backward_ordered_a")
+ENV = {**os.environ, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"}
+
+
+def no_loads(*args):
+    raise AssertionError("warmup must not load kernels")
+
+
+# ---- 4. no debris, and a kill is not corruption --------------------------------------------------
+
+WRITER = """
+import os, sys, time
+from pathlib import Path
+from test_hostile_cache import compiled_for, request_for
+from tropical_gemm.jit.cache import DiskCache
+
+real_replace = os.replace
+if sys.argv[2] == "temp":
+    def stall(fd):
+        print("writing", flush=True)
+        time.sleep(60)
+    os.fsync = stall
+else:
+    def replace(src, dst):
+        real_replace(src, dst)
+        if str(dst).endswith(".cubin"):
+            print("between", flush=True)
+            time.sleep(60)
+    os.replace = replace
+request = request_for()
+DiskCache(Path(sys.argv[1])).get_or_build(request, lambda: compiled_for(request))
+"""
+
+
+@pytest.mark.parametrize("stage", ["temp", "between"])
+def test_a_writer_killed_mid_write_leaves_no_debris_and_no_false_corruption(cache_root, stage, caplog):
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(cache_root), stage],
+                              stdout=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+    assert writer.stdout is not None and writer.stdout.readline().strip() in ("writing", "between")
+    writer.send_signal(signal.SIGKILL)
+    writer.communicate()
+    directory = DiskCache(cache_root).target_dir("sm_90")
+    if stage == "temp":
+        assert [p.name for p in directory.iterdir() if p.name.endswith(".tmp")], "the kill should leave a temp file"
+    request = request_for()
+    cache = DiskCache(cache_root)
+    with caplog.at_level(logging.WARNING, logger="tropical_gemm.jit"):
+        assert cache.lookup(request) is None  # the first use sweeps the dead writer's temp file
+        outcome = cache.get_or_build(request, lambda: compiled_for(request))
+    assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]
+    assert outcome.stored and not outcome.replaced_corrupt
+    assert not [r for r in caplog.records if "corrupt" in r.getMessage()]
+
+
+def test_a_live_writers_temp_file_is_left_alone(cache_root):
+    cache = DiskCache(cache_root)
+    stored_entry(cache, request_for())
+    from tropical_gemm.jit.cache.files import temp_name
+
+    mine = cache.target_dir("sm_90") / temp_name("x.cubin")  # this process: alive
+    mine.write_bytes(b"partial")
+    DiskCache(cache_root).lookup(request_for())
+    assert mine.exists()
+
+
+# ---- 6. clear while others run ---------------------------------------------------------------------
+
+
+def test_clear_while_builds_run_never_switches_their_writes_off(cache_root):
+    cache = DiskCache(cache_root)
+    stop = threading.Event()
+    clears = []
+
+    def clear_repeatedly():
+        while not stop.is_set():
+            clears.append(DiskCache(cache_root).clear())
+            time.sleep(0.005)
+
+    clearer = threading.Thread(target=clear_repeatedly)
+    clearer.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DiskCacheWarning)
+            with ThreadPoolExecutor(4) as pool:
+                outcomes = list(pool.map(
+                    lambda i: cache.get_or_build(request_for(f"s{i}"), lambda: compiled_for(request_for(f"s{i}"))),
+                    range(200)))
+    finally:
+        stop.set()
+        clearer.join()
+    assert len(clears) > 5 and all(o.stored for o in outcomes) and cache.writable
+    later = request_for("after")
+    assert cache.get_or_build(later, lambda: compiled_for(later)).stored and cache.lookup(later) is not None
+
+
+@pytest.mark.nvrtc
+def test_clear_during_a_warmup_leaves_it_storing(cache_root):
+    stop = threading.Event()
+
+    def clear_repeatedly():
+        while not stop.is_set():
+            DiskCache(cache_root).clear()
+            time.sleep(0.05)
+
+    clearer = threading.Thread(target=clear_repeatedly)
+    clearer.start()
+    try:
+        result = warmup(**SELECTION, arch="sm_80,sm_90", registry=Registry(loader=no_loads))
+    finally:
+        stop.set()
+        clearer.join()
+    assert result.not_stored == () and result.compiled + result.already_cached == 4
+    again = warmup(**SELECTION, arch="sm_90", registry=Registry(loader=no_loads))
+    assert again.not_stored == () and len(cache_files(cache_root, ".cubin")) >= 2
+
+
+# ---- 7. unwritable HOME ------------------------------------------------------------------------------
+
+UNDER_BAD_HOME = """
+import json, os, warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import tropical_gemm.jit as jit
+    import cupy  # CuPy creates its own cache directory on import
+    outcome = jit.compile_spec(jit.make_spec("backward", "max_plus", "float32"), "sm_90")
+print(json.dumps({"compiled": outcome.compiled, "stored": outcome.stored,
+                  "warnings": [str(w.message) for w in caught], "cupy_cache": os.environ.get("CUPY_CACHE_DIR")}))
+"""
+
+
+@pytest.mark.nvrtc
+def test_an_unwritable_home_compiles_and_names_the_real_cause(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("HOME cannot be a directory under a file, even for root")
+    env = {k: v for k, v in ENV.items() if k not in (dc.ENV_CACHE_DIR, "XDG_CACHE_HOME", "CUPY_CACHE_DIR")}
+    env["HOME"] = str(blocker / "home")
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(UNDER_BAD_HOME)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["compiled"] and not report["stored"]
+    assert report["cupy_cache"] and not report["cupy_cache"].startswith(str(blocker))
+    [message] = [m for m in report["warnings"] if "kernel cache" in m]
+    assert f"HOME ({blocker / 'home'}) is not a writable directory" in message and dc.ENV_CACHE_DIR in message
+
+
+# ---- 2. bundle members are streamed with a cap ---------------------------------------------------
+
+
+def test_a_bundle_member_claiming_gigabytes_is_refused_unread(cache_root, tmp_path):
+    huge = tarfile.TarInfo("v2/sm_90/tg_k-0123456789abcdef-nvrtc13.5.cubin")
+    huge.size = 3 * 2**30
+    path = tmp_path / "bomb.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        archive.fileobj.write(huge.tobuf())  # the header only: reading the data would need 3 GiB
+        archive.fileobj.write(b"\0" * 1024)
+    started = time.monotonic()
+    with pytest.raises(BundleError, match="claims 3221225472 bytes"):
+        import_bundle(DiskCache(cache_root), path)
+    assert time.monotonic() - started < 5
+
+
+def test_an_oversized_bundle_member_is_refused_and_nothing_is_imported(cache_root, tmp_path, monkeypatch):
+    source = DiskCache(tmp_path / "source")
+    stored_entry(source, request_for())
+    path = tmp_path / "kernels.tar.gz"
+    assert export_bundle(source, path) == 1
+    monkeypatch.setattr(bundle_module, "MAX_BINARY_BYTES", 8)
+    with pytest.raises(BundleError, match="more than the 8"):
+        import_bundle(DiskCache(cache_root), path)
+    assert cache_files(cache_root, ".cubin") == []
+
+
+# ---- 5. honest warm-up ----------------------------------------------------------------------------
+
+
+@pytest.mark.nvrtc
+def test_warmup_reports_what_it_could_not_store_and_the_cli_exits_1(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(dc.ENV_CACHE_DIR, str(blocker / "cache"))
+    with pytest.warns(DiskCacheWarning):
+        result = warmup(**SELECTION, arch="sm_90", registry=Registry(loader=no_loads))
+    assert result.compiled == 2 and result.stored == 0 and len(result.not_stored) == 2
+    assert all("cannot create files in the kernel cache" in n.reason for n in result.not_stored)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiskCacheWarning)
+        code = main(["warmup", "--arch", "sm_90", "--semiring", "max_plus", "--dtype", "float32",
+                     "--op", "backward,backward_ordered_a", "--json"])
+    out, err = capsys.readouterr()
+    summary = json.loads(out)
+    assert code == 1 and summary["stored"] == 0 and len(summary["not_stored"]) == 2
+    assert "2 of 2 kernel builds were compiled but not stored" in err and "cannot create files" in err
+
+
+def test_a_full_disk_is_reported_by_warmup_not_claimed_as_stored(cache_root, monkeypatch):
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    cache = DiskCache(cache_root)
+    request = request_for()
+    with pytest.warns(DiskCacheWarning, match="disk is full"):
+        outcome = cache.get_or_build(request, lambda: compiled_for(request))
+    assert outcome.compiled and not outcome.stored and "disk is full" in outcome.store_problem
+
+
+def test_a_disabled_cache_makes_warmup_say_nothing_was_stored(cache_root, monkeypatch, capsys):
+    monkeypatch.setenv(dc.ENV_DISABLE, "1")
+    monkeypatch.setattr("tropical_gemm.jit.registry.compile_program",
+                        lambda source, name, target, extra: compiled_for(request_for(), b"\x7fELF " + name.encode()))
+    code = main(["warmup", "--arch", "sm_90", "--semiring", "max_plus", "--dtype", "float32", "--op", "backward"])
+    _, err = capsys.readouterr()
+    assert code == 1 and "disabled (TROPICAL_GEMM_DISABLE_DISK_CACHE)" in err
+
+
+# ---- the CLI's frictions (issue 19) -----------------------------------------------------------------
+
+
+def test_cache_list_into_a_closed_pipe_exits_quietly(cache_root):
+    cache = DiskCache(cache_root)
+    for i in range(50):
+        stored_entry(cache, request_for(f"s{i}"))
+    env = {**ENV, dc.ENV_CACHE_DIR: str(cache_root)}
+    lister = subprocess.Popen([sys.executable, "-m", "tropical_gemm", "cache", "list"], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert lister.stdout is not None
+    lister.stdout.close()  # like `| head -0`: the reader is gone before anything is written
+    _, err = lister.communicate(timeout=120)
+    assert lister.returncode == 0 and err == b""
+
+
+def test_cache_clear_counts_entries_like_the_other_actions(cache_root, capsys):
+    cache = DiskCache(cache_root)
+    for source in ("a", "b", "c"):
+        stored_entry(cache, request_for(source))
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out.startswith(f"removed 3 entries from {cache_root}")
+
+
+def test_the_no_gpu_warmup_hint_shows_the_cli_flag(cache_root, monkeypatch, capsys):
+    def no_gpu():
+        raise RuntimeError("cudaErrorNoDevice")
+
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("tropical_gemm.jit.warmup"), "current_device", no_gpu)
+    assert main(["warmup", "--semiring", "max_plus"]) == 1
+    err = capsys.readouterr().err
+    assert "--arch sm_90" in err and "arch='sm_90'" not in err
