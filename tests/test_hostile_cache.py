@@ -7,30 +7,19 @@ a record instead of a CUDA function.
 
 from __future__ import annotations
 
-import errno
-import io
+import hashlib
 import json
 import logging
 import os
-import signal
 import stat
-import subprocess
-import sys
-import tarfile
-import textwrap
 import threading
-import time
-import warnings
 from pathlib import Path
 
 import pytest
 
-from jit_helpers import REPO, Loaded, cache_files, gpu_free_registry, run_python
-from tropical_gemm.cli import main
-from tropical_gemm.jit import DiskCacheWarning, KernelLoadError, Registry, make_spec, warmup
-from tropical_gemm.jit import bundle as bundle_module
+from jit_helpers import Loaded, cache_files, gpu_free_registry
+from tropical_gemm.jit import DiskCacheWarning, KernelLoadError, make_spec
 from tropical_gemm.jit import cache as dc
-from tropical_gemm.jit.bundle import BundleError, export_bundle, import_bundle
 from tropical_gemm.jit.cache import BuildRequest, DiskCache
 from tropical_gemm.jit.compiler import CompiledKernel, Target
 
@@ -53,6 +42,15 @@ def stored_entry(cache: DiskCache, request: BuildRequest) -> tuple[Path, Path]:
     outcome = cache.get_or_build(request, lambda: compiled_for(request))
     assert outcome.stored
     return outcome.path, outcome.path.with_suffix(".json")
+
+
+def stored_victim(cache: DiskCache, which: str) -> tuple[BuildRequest, Path]:
+    """A stored entry, and its metadata or binary file (``which``), removed for the test to replace."""
+    request = request_for()
+    payload, meta = stored_entry(cache, request)
+    victim = meta if which == ".json" else payload
+    victim.unlink()
+    return request, victim
 
 
 def elf_loader(binary: bytes, name: str, device: int) -> Loaded:
@@ -87,10 +85,7 @@ def finishes(fn, seconds: float = 10.0):
 @pytest.mark.parametrize("which", [".json", ".cubin"])
 def test_a_fifo_in_place_of_an_entry_file_is_a_miss_then_healed(cache_root, which):
     cache = DiskCache(cache_root)
-    request = request_for()
-    payload, meta = stored_entry(cache, request)
-    victim = meta if which == ".json" else payload
-    victim.unlink()
+    request, victim = stored_victim(cache, which)
     os.mkfifo(victim)
     assert finishes(lambda: cache.lookup(request)) is None
     outcome = finishes(lambda: cache.get_or_build(request, lambda: compiled_for(request)))
@@ -101,10 +96,7 @@ def test_a_fifo_in_place_of_an_entry_file_is_a_miss_then_healed(cache_root, whic
 @pytest.mark.parametrize("which", [".json", ".cubin"])
 def test_an_entry_symlinked_to_dev_zero_is_refused_without_reading_it(cache_root, which):
     cache = DiskCache(cache_root)
-    request = request_for()
-    payload, meta = stored_entry(cache, request)
-    victim = meta if which == ".json" else payload
-    victim.unlink()
+    request, victim = stored_victim(cache, which)
     victim.symlink_to("/dev/zero")
     assert finishes(lambda: cache.lookup(request)) is None  # no MemoryError, no hang
     assert not os.path.islink(victim)  # moved aside: healed for every later process
@@ -182,7 +174,7 @@ def test_another_kernels_cubin_with_a_rewritten_checksum_is_evicted_and_rebuilt_
     forged = theirs.read_bytes()
     mine.write_bytes(forged)
     meta = json.loads(mine.with_suffix(".json").read_text())
-    meta["sha256"], meta["size"] = __import__("hashlib").sha256(forged).hexdigest(), len(forged)
+    meta["sha256"], meta["size"] = hashlib.sha256(forged).hexdigest(), len(forged)
     mine.with_suffix(".json").write_text(json.dumps(meta))
     registry = gpu_free_registry(source=kernel_source, loader=elf_loader)
     with caplog.at_level(logging.WARNING, logger="tropical_gemm.jit"):

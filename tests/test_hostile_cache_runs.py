@@ -7,7 +7,6 @@ GPU (NVRTC compiles for sm_90, nothing is loaded).
 from __future__ import annotations
 
 import errno
-import io
 import json
 import logging
 import os
