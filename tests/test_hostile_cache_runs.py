@@ -282,3 +282,14 @@ def test_the_no_gpu_warmup_hint_shows_the_cli_flag(cache_root, monkeypatch, caps
     assert main(["warmup", "--semiring", "max_plus"]) == 1
     err = capsys.readouterr().err
     assert "--arch sm_90" in err and "arch='sm_90'" not in err
+
+
+@pytest.mark.nvrtc
+def test_an_unusable_cupy_cache_dir_is_named_as_the_cause_not_nvrtc(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    env = {**ENV, "CUPY_CACHE_DIR": str(blocker / "cupy"), dc.ENV_CACHE_DIR: str(tmp_path / "cache")}
+    code = ("import tropical_gemm.jit as jit\n"
+            "try:\n    jit.resolve_target('sm_90')\nexcept jit.NvrtcUnavailableError as exc:\n    print(exc)\n")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "CuPy could not create its cache directory" in run.stdout and "CUPY_CACHE_DIR" in run.stdout, run.stderr

@@ -189,10 +189,19 @@ def nvrtc_version() -> tuple[int, int]:
     try:
         major, minor = nvrtc.getVersion()
     except (RuntimeError, OSError) as exc:  # what the binding raises when libnvrtc is absent
-        raise NvrtcUnavailableError(
-            f"the NVRTC library could not be loaded ({exc}). Install it with: {NVRTC_INSTALL_HINT}"
+        raise NvrtcUnavailableError(_unusable_cupy_dir(exc) or (
+            f"the NVRTC library could not be loaded ({exc}). Install it with: {NVRTC_INSTALL_HINT}")
         ) from exc
     return int(major), int(minor)
+
+
+def _unusable_cupy_dir(exc: BaseException) -> str | None:
+    """The real cause when loading NVRTC failed because CuPy could not create its cache directory."""
+    filename = getattr(exc, "filename", None)
+    if not isinstance(exc, OSError) or not filename or "nvrtc" in str(filename).lower():
+        return None
+    return (f"CuPy could not create its cache directory {filename} ({exc.strerror}), so its NVRTC binding "
+            "did not load; set CUPY_CACHE_DIR (or HOME) to a writable directory")
 
 
 def nvrtc_version_if_loaded() -> tuple[int, int] | None:
