@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from jit_helpers import REPO, cache_files
+from jit_helpers import REPO, cache_files, last_json_line, run_python
+from tropical_gemm.jit import compiler
 from test_hostile_cache import compiled_for, request_for, stored_entry
 from tropical_gemm.cli import main
 from tropical_gemm.jit import DiskCacheWarning, Registry, warmup
@@ -293,3 +294,28 @@ def test_an_unusable_cupy_cache_dir_is_named_as_the_cause_not_nvrtc(tmp_path):
             "try:\n    jit.resolve_target('sm_90')\nexcept jit.NvrtcUnavailableError as exc:\n    print(exc)\n")
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert "CuPy could not create its cache directory" in run.stdout and "CUPY_CACHE_DIR" in run.stdout, run.stderr
+
+
+WARM_PROBE = """
+import json
+from jit_helpers import RecordingLoader, small_source
+from tropical_gemm.jit import Registry, Target, compiler, make_spec
+# The GPU's arch is known without NVRTC (as on a real GPU, from the device).
+registry = Registry(loader=RecordingLoader(), source=small_source, target_for_device=lambda d: Target("cubin", 90))
+registry.get_function(make_spec("forward", "max_plus", "float32"), 0)
+print(json.dumps({**registry.stats(), "nvrtc_loaded": compiler.nvrtc_version.cache_info().currsize > 0}))
+"""
+
+
+@pytest.mark.nvrtc
+def test_a_warm_start_uses_the_version_this_cache_saw_compile_without_loading_nvrtc(cache_root):
+    env = {dc.ENV_CACHE_DIR: str(cache_root)}
+    cold = run_python(WARM_PROBE, env)
+    assert cold.returncode == 0, cold.stderr
+    stamp = cache_root / f"v{dc.FORMAT_VERSION}" / "nvrtc-running"
+    assert stamp.read_text().strip() == "%d.%d" % compiler.nvrtc_version()
+    warm = last_json_line(run_python(WARM_PROBE, env).stdout)
+    assert warm["disk_hits"] == 1 and warm["compiled"] == 0 and not warm["nvrtc_loaded"]
+    stamp.write_text("99.9\n")  # the recorded version no longer matches any entry: the probe finds nothing
+    probed = last_json_line(run_python(WARM_PROBE, env).stdout)
+    assert probed["nvrtc_loaded"] and probed["compiled"] == 0 and probed["disk_hits"] == 1

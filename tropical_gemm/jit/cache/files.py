@@ -249,7 +249,10 @@ class EntryLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        import fcntl
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock, which only costs duplicate compiles
+            return
 
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
