@@ -319,3 +319,4 @@ def test_a_warm_start_uses_the_version_this_cache_saw_compile_without_loading_nv
     stamp.write_text("99.9\n")  # the recorded version no longer matches any entry: the probe finds nothing
     probed = last_json_line(run_python(WARM_PROBE, env).stdout)
     assert probed["nvrtc_loaded"] and probed["compiled"] == 0 and probed["disk_hits"] == 1
+    assert stamp.read_text().strip() == "%d.%d" % compiler.nvrtc_version()  # corrected by the exact hit

@@ -224,9 +224,9 @@ class DiskCache:
         text = version_text(version)
         if self._read_stamp() == text or self._problem is not None:
             return
+        self._stamp = text  # tried once per process, written or not
         try:
             atomic_write(self.format_dir / STAMP_NAME, (text + "\n").encode(), self.trust)
-            self._stamp = text
         except OSError as exc:
             log.info("cannot record the running NVRTC version in %s (%s)", self.format_dir, exc)
 
@@ -242,6 +242,8 @@ class DiskCache:
         """
         found = self._lookup_for_build(request, accept_other_nvrtc)
         if found is not None:
+            if found.exact:  # the running NVRTC is known here: keep the warm-start record current
+                self._remember_running(request.nvrtc_version)  # type: ignore[arg-type]
             return outcome_from(found)
         # Only metadata that failed verification is corruption: a binary alone
         # is a write cut short between its two commits.
