@@ -6,7 +6,7 @@ short by a kill.  So:
 
 * paths are opened with ``O_NOFOLLOW`` (and ``O_NONBLOCK``, so a FIFO cannot
   block the open), then ``fstat``-checked: a regular file (or directory),
-  owned by this user or the shared group, writable by no one else;
+  owned by this user, root or the shared group, writable by no one else;
 * reads stop at a cap, whatever the file claims, so ``/dev/zero`` or a huge
   file costs at most the cap;
 * files and directories get exact modes (0600/0700, or 0660/2770 with a
@@ -53,7 +53,7 @@ _OPEN_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW",
 
 @dataclass(frozen=True)
 class Trust:
-    """Whose files the cache accepts: this user's, or also a shared group's (``group``)."""
+    """Whose files the cache accepts: this user's and root's, and a shared group's (``group``) if set."""
 
     uid: int
     group: int | None = None
@@ -80,7 +80,9 @@ class Trust:
         if not directory and not stat.S_ISREG(st.st_mode):
             return "is not a regular file"
         shared = self.group is not None and st.st_gid == self.group
-        if st.st_uid != self.uid and not shared:
+        # root's files are trusted like ours (root could replace ours anyway):
+        # a read-only image populated as root serves every user.
+        if st.st_uid not in (self.uid, 0) and not shared:
             return f"is owned by uid {st.st_uid}, not by you (uid {self.uid})"
         if st.st_mode & stat.S_IWOTH:
             return "is writable by every user"
