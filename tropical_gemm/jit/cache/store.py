@@ -118,7 +118,8 @@ class DiskCache:
             st = os.stat(self.root)  # the root itself may be a symlink the user chose; what it names is checked
         except OSError as exc:
             cause = home_problem(self.root)
-            self._problem = f"cannot create files in the kernel cache {self.root} ({exc}{'; ' + cause if cause else ''})"
+            detail = f"{exc}; {cause}" if cause else str(exc)
+            self._problem = f"cannot create files in the kernel cache {self.root} ({detail})"
             self._untrusted = True
             self._warn_unwritable()
             return
@@ -137,10 +138,11 @@ class DiskCache:
         if not self._open():
             return None
         directory = self.target_dir(request.target.tag)
+        running = self._running(request)
         for version in self._versions_for(request):
             stem = entry_stem(request.name, request.portable_key, version)
-            found = self._read_verified(directory / f"{stem}.json", request,
-                                        expect_exact=request.nvrtc_version is not None and version == self._running(request))
+            exact = request.nvrtc_version is not None and version == running
+            found = self._read_verified(directory / f"{stem}.json", request, expect_exact=exact)
             if found is not None:
                 return found
         return None
