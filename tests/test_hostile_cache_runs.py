@@ -149,6 +149,24 @@ def test_clear_during_a_warmup_leaves_it_storing(cache_root):
     assert again.not_stored == () and len(cache_files(cache_root, ".cubin")) >= 2
 
 
+@pytest.mark.nvrtc
+def test_cache_clear_from_the_cli_while_warmup_processes_run(cache_root, capsys):
+    env = {**ENV, dc.ENV_CACHE_DIR: str(cache_root)}
+    command = [sys.executable, "-m", "tropical_gemm", "warmup", "--arch", "sm_80,sm_90", "--semiring", "max_plus",
+               "--dtype", "float32,int32", "--op", "backward,backward_ordered_a,backward_ordered_b", "--workers", "1"]
+    warmups = [subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(3)]
+    clears = 0
+    while any(w.poll() is None for w in warmups):
+        assert main(["cache", "clear"]) == 0
+        clears += 1
+        time.sleep(0.05)
+    capsys.readouterr()
+    results = [w.communicate() for w in warmups]
+    assert clears > 1 and [w.returncode for w in warmups] == [0, 0, 0], results
+    assert all("0 not stored" in out for out, _ in results)
+
+
 # ---- 7. unwritable HOME ------------------------------------------------------------------------------
 
 UNDER_BAD_HOME = """
