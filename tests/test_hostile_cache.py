@@ -20,6 +20,7 @@ import pytest
 from jit_helpers import Loaded, cache_files, gpu_free_registry
 from tropical_gemm.jit import DiskCacheWarning, KernelLoadError, make_spec
 from tropical_gemm.jit import cache as dc
+from tropical_gemm.jit import compiler
 from tropical_gemm.jit.cache import BuildRequest, DiskCache
 from tropical_gemm.jit.compiler import CompiledKernel, Target
 
@@ -237,7 +238,7 @@ def test_a_group_or_world_writable_root_is_not_used_without_a_shared_group(cache
             assert DiskCache(cache_root).lookup(request_for()) is None
 
 
-def test_a_planted_newer_nvrtc_entry_is_never_preferred(cache_root):
+def test_a_planted_newer_nvrtc_entry_is_never_preferred(cache_root, monkeypatch):
     cache = DiskCache(cache_root)
     request = request_for(nvrtc=(13, 5))
     stored_entry(cache, request)
@@ -252,8 +253,9 @@ def test_a_planted_newer_nvrtc_entry_is_never_preferred(cache_root):
     assert cache.lookup(request).binary == b"\x7fELF tg_k cubin"
     assert cache.lookup(request_for(nvrtc=(13, 0))) is None  # not "any version will do" either
     probe = BuildRequest(request.name, request.source, request.target, None, request.package_version)
-    found = DiskCache(cache_root).lookup(probe)
-    assert found is None or found.binary == b"\x7fELF tg_k cubin"
+    for loaded in (None, (13, 5)):  # the warm-start probe: NVRTC not loaded (the cache's record), or loaded
+        monkeypatch.setattr(compiler, "nvrtc_version_if_loaded", lambda: loaded)
+        assert DiskCache(cache_root).lookup(probe).binary == b"\x7fELF tg_k cubin"
 
 
 def test_files_are_private_under_umask_000(cache_root):
