@@ -76,7 +76,8 @@ def _run_warmup(args: argparse.Namespace) -> int:
         "kernels": len(result), "builds": result.compiled + result.already_cached, "compiled": result.compiled,
         "already_cached": result.already_cached, "stored": result.stored,
         "not_stored": [{"name": n.name, "target": n.target, "reason": n.reason} for n in result.not_stored],
-        "wall_seconds": round(time.perf_counter() - started, 3), "cache_dir": result.cache_dir,
+        "compile_seconds": round(result.compile_seconds, 3), "wall_seconds": round(time.perf_counter() - started, 3),
+        "cache_dir": result.cache_dir,
     }
     if args.json:
         print(json.dumps(summary, indent=2))

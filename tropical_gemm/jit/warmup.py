@@ -70,6 +70,7 @@ class WarmupResult(list):  # type: ignore[type-arg]
         self.compiled = sum(o.compiled for _, _, o in outcomes)
         self.already_cached = sum(not o.compiled for _, _, o in outcomes)
         self.stored = sum(o.stored for _, _, o in outcomes)
+        self.compile_seconds = sum(o.compile_seconds for _, _, o in outcomes if o.compiled)
         self.not_stored = tuple(
             NotStored(spec.name, target.tag, o.store_problem or "the cache did not keep it")
             for spec, target, o in outcomes if o.compiled and not o.stored
