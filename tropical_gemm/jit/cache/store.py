@@ -118,7 +118,11 @@ class DiskCache:
             st = os.stat(self.root)  # the root itself may be a symlink the user chose; what it names is checked
         except OSError as exc:
             cause = home_problem(self.root)
-            detail = f"{exc}; {cause}" if cause else str(exc)
+            if isinstance(exc, (FileExistsError, NotADirectoryError)) and exc.filename:
+                exc_text = f"{exc.filename} is not a directory"  # mkdir's "File exists" hides that
+            else:
+                exc_text = str(exc)
+            detail = f"{exc_text}; {cause}" if cause else exc_text
             self._problem = f"cannot create files in the kernel cache {self.root} ({detail})"
             self._untrusted = True
             self._warn_unwritable()
