@@ -264,7 +264,7 @@ def _moved_to_device_of(target: Any, x: Any) -> Any:
     import cupy
 
     with x.device:
-        x = cupy.ascontiguousarray(x)  # CuPy copies between devices only contiguous arrays
+        x = _cuda_aux().contiguous(x)  # CuPy copies between devices only contiguous arrays
         x.device.synchronize()
     with target.device:
         moved = cupy.asarray(x)
