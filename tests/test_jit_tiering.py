@@ -60,11 +60,14 @@ def test_tiering_off_never_serves_baseline(cache_root, monkeypatch):
     tiers.set_enabled(False)
     assert not tiers.serve_baseline(TUNED, 0)
     assert tiers.stats()["background_compiles"] == 0
-    tiers.set_enabled(None)
     monkeypatch.setenv("TROPICAL_GEMM_TIERED", "0")
+    tiers.set_enabled(None)
     assert not tiers.enabled()
     monkeypatch.setenv("TROPICAL_GEMM_TIERED", "1")
+    tiers.set_enabled(None)
     assert tiers.enabled()
+    monkeypatch.setenv("TROPICAL_GEMM_TIERED", "0")
+    assert not Tiers(tiers.registry).enabled()
 
 
 def test_baseline_specs_are_never_tiered(cache_root):

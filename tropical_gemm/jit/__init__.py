@@ -89,7 +89,13 @@ def default_registry() -> Registry:
 
 
 def tiers() -> Tiers:
-    """The tiered-compilation state of the default registry (see ``jit.tiering``)."""
+    """The tiered-compilation state of the default registry (see ``jit.tiering``).
+
+    Examples:
+        >>> from tropical_gemm.jit import make_spec, tiers
+        >>> tiers().compiling(make_spec("backward", "max_plus", "float32"), 0)
+        False
+    """
     global _tiers
     if _tiers is None:
         registry = default_registry()

@@ -46,6 +46,11 @@ ENV_SWITCH = "TROPICAL_GEMM_TIERED"
 Key = tuple[KernelSpec, int]
 
 
+def _from_environment() -> bool:
+    """On unless ``TROPICAL_GEMM_TIERED`` is "0"; read when asked, not per launch (launches are hot)."""
+    return os.environ.get(ENV_SWITCH, "1").strip() != "0"
+
+
 @dataclass
 class _Job:
     """One background compile of some kernels for one device; ``binaries`` filled by the thread."""
@@ -67,7 +72,7 @@ class Tiers:
 
     def __init__(self, registry: Any) -> None:
         self.registry = registry
-        self._enabled: bool | None = None  # None: read the environment
+        self._enabled = _from_environment()
         self._ready: set[Key] = set()       # tuned kernels that need no compile (loaded, on disk or adopted)
         self._failed: set[Key] = set()
         self._jobs: dict[Key, _Job] = {}     # unsettled background compiles, per kernel they build
@@ -79,13 +84,11 @@ class Tiers:
     # ------------------------------------------------------------- switch
 
     def enabled(self) -> bool:
-        if self._enabled is None:
-            return os.environ.get(ENV_SWITCH, "1").strip() != "0"
         return self._enabled
 
     def set_enabled(self, on: "bool | None") -> None:
-        """True/False: on/off for this process; None: follow ``TROPICAL_GEMM_TIERED`` again."""
-        self._enabled = on
+        """True/False: on/off for this process; None: as ``TROPICAL_GEMM_TIERED`` says now (read once, here)."""
+        self._enabled = _from_environment() if on is None else on
 
     # ---------------------------------------------------------- decisions
 
