@@ -428,6 +428,8 @@ def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[
     cupy = _cupy()
     from cupy.lib.stride_tricks import as_strided
 
+    # the ⊕ of the slices compiles beside the slices' kernel, not after it
+    tiers().prefetch([cuda_aux.combine_spec(semiring.name, dtype_name(c.dtype))], c.device.id)
     k = a.shape[-1]
     chunk = k // splits
     rest = k - splits * chunk

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import dtype_name
-from ..jit import KernelSpec, get_function, make_spec
+from ..jit import KernelSpec, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS
 
 _GRID_LIMIT = 2**31 - 1
@@ -30,7 +30,11 @@ GATHER_DIMS = 6
 def launch(spec: KernelSpec, device: int, total: int, args: tuple) -> None:
     """One thread per element of ``total``: the grid covers it (capped; the kernels loop)."""
     grid = max(1, min(-(-total // ELEMENTWISE_THREADS), _GRID_LIMIT))
-    get_function(spec, device)((grid,), (ELEMENTWISE_THREADS,), args)
+    tiers().get_function(spec, device)((grid,), (ELEMENTWISE_THREADS,), args)  # after its prefetch, if any
+
+
+def combine_spec(semiring: str, dtype: str) -> KernelSpec:
+    return make_spec("combine", semiring, dtype)
 
 
 def _i64(*values: int) -> tuple:
@@ -48,7 +52,7 @@ def combine_slices(parts: Any, idx_parts: Any, c: Any, idx: Any, semiring: str, 
 
     ``parts`` is (count, *c.shape) and C-contiguous, as are ``c`` and ``idx_parts``/``idx`` (int32, or None).
     """
-    spec = make_spec("combine", semiring, dtype_name(c.dtype))
+    spec = combine_spec(semiring, dtype_name(c.dtype))
     null = idx is None
     launch(spec, c.device.id, c.size,
            (parts, 0 if null else idx_parts, c, 0 if null else idx, *_i64(parts.shape[0], c.size, chunk)))
