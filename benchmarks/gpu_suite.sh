@@ -19,6 +19,9 @@ if [ -d .whl ]; then   # wheels the GPU machine lacks (platformdirs), carried al
 fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "note: editable install failed; running from PYTHONPATH"
 export TROPICAL_GEMM_CACHE_DIR=${TROPICAL_GEMM_CACHE_DIR:-/tmp/tropical-gemm-cache}
+# Tiered compilation off: a benchmark's first calls would otherwise run on baseline kernels until the
+# background compile lands.  benchmarks/startup.py sets it per story, and the tiering tests turn it on.
+export TROPICAL_GEMM_TIERED=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 status=0
 for stage in $stages; do
@@ -27,7 +30,7 @@ for stage in $stages; do
     warmup) t0=$SECONDS; python3 -m tropical_gemm warmup --json > "$OUT/warmup.json" 2> "$OUT/warmup.log"; s=$?
             echo "warmup of the whole catalogue: $((SECONDS - t0)) s wall" | tee -a "$OUT/warmup.log" ;;
     tests) python3 -m pytest -m gpu --require-gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-gpu.log"; s=${PIPESTATUS[0]} ;;
-    startup) python3 benchmarks/startup.py --out "$OUT" 2>&1 | tee "$OUT/startup.log"; s=${PIPESTATUS[0]} ;;
+    startup) { python3 benchmarks/startup.py --out "$OUT" && python3 benchmarks/startup_peers.py --out "$OUT"; } 2>&1 | tee "$OUT/startup.log"; s=${PIPESTATUS[0]} ;;
     throughput) python3 benchmarks/throughput.py --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/throughput.log"; s=${PIPESTATUS[0]} ;;
     host) { python3 benchmarks/host_overhead.py --out "$OUT" && python3 benchmarks/host_overhead.py --cold-start --out "$OUT"; } 2>&1 | tee "$OUT/host.log"; s=${PIPESTATUS[0]} ;;
     tune) python3 benchmarks/tune_tiles.py --out "$OUT" 2>&1 | tee "$OUT/tune.log"; s=${PIPESTATUS[0]} ;;

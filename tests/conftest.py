@@ -125,6 +125,21 @@ def engine(request: pytest.FixtureRequest) -> Engine:
     return cuda_engine() if request.param == "cuda" else cpu_engine()
 
 
+@pytest.fixture(autouse=True)
+def _tiering_off_unless_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiered compilation off, in this process and in subprocesses, except in tests marked ``tiered``.
+
+    With it on, which kernel serves a call depends on what a background
+    compile has finished: tests that check kernels, counters or timings want
+    the tuned kernel every time.  The tiering tests turn it on themselves.
+    """
+    if request.node.get_closest_marker("tiered") is None:
+        monkeypatch.setenv("TROPICAL_GEMM_TIERED", "0")
+    import tropical_gemm.jit as jit
+
+    jit.set_tiered(None)  # follow the environment set above
+
+
 @pytest.fixture
 def cache_root(tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch):
     """A private, empty kernel cache for one test; the other cache variables unset."""

@@ -187,18 +187,25 @@ def _chunk_product(a: Any, b: Any, sr: Semiring, k_start: int, idx_dtype: np.dty
         if idx_dtype is None:
             return api.matmul(a, b, sr)
         c, idx = api.matmul(a, b, sr, argmax=True)
+        if _cupy_array(idx):  # a registry kernel: CuPy's where/astype would compile kernels of CuPy's own
+            if idx_dtype != np.int32:
+                raise ValueError(f"argmax on the GPU supports K < 2**31, got a product of K >= 2**31 ({idx_dtype})")
+            if k_start:
+                _cuda_aux().offset_argmax(idx, k_start)
+            return c, idx
         idx = idx.astype(idx_dtype, copy=False)
         if k_start:
-            idx = _array_module(idx).where(idx >= 0, idx + idx_dtype.type(k_start), idx)
+            idx = np.where(idx >= 0, idx + idx_dtype.type(k_start), idx)
         return c, idx
 
 
 def _combine(earlier: Any, later: Any, add: str) -> Any:
     """⊕ of two partial results; neither holds NaN (the engines never return it), so max/min is exact."""
     later = _moved_to_device_of(earlier, later)
-    xp = _array_module(earlier)
-    with _device_of(earlier):
-        return xp.maximum(earlier, later) if add == "max" else xp.minimum(earlier, later)
+    if _cupy_array(earlier):
+        with _device_of(earlier):
+            return _cuda_aux().merge(earlier, None, later, None, _ADD_SEMIRING[add])[0]
+    return np.maximum(earlier, later) if add == "max" else np.minimum(earlier, later)
 
 
 def _combine_with_argmax(earlier: tuple, later: tuple, add: str) -> tuple:
@@ -210,16 +217,23 @@ def _combine_with_argmax(earlier: tuple, later: tuple, add: str) -> tuple:
     are always ``+0.0``, so equal values are equal bits.
     """
     (c1, i1), (c2, i2) = earlier, later
+    if _cupy_array(c1):
+        c2, i2 = _moved_to_device_of(c1, c2), _moved_to_device_of(c1, i2)
+        with _device_of(c1):
+            return _cuda_aux().merge(c1, i1, c2, i2, _ADD_SEMIRING[add])
     c = _combine(c1, c2, add)
-    i2 = _moved_to_device_of(c1, i2)
-    with _device_of(c1):
-        return c, _array_module(c).where(c1 == c, i1, i2)
+    return c, np.where(c1 == c, i1, i2)
 
 
-def _array_module(x: Any) -> ModuleType:
-    """cupy for cupy chunks, else numpy; a cupy chunk means cupy is already imported."""
-    cupy = sys.modules.get("cupy")
-    return cupy.get_array_module(x) if cupy is not None else np
+#: A semiring whose ⊕ is ``add``, for the merge kernels: a merge uses ⊕ only.
+_ADD_SEMIRING = {"max": "max_plus", "min": "min_plus"}
+
+
+def _cuda_aux() -> ModuleType:
+    """The CUDA engine's small kernels; a cupy chunk means cupy and the engine can be imported."""
+    from .engines import cuda_aux
+
+    return cuda_aux
 
 
 def _cupy_array(x: Any) -> bool:
@@ -250,7 +264,7 @@ def _moved_to_device_of(target: Any, x: Any) -> Any:
     import cupy
 
     with x.device:
-        x = cupy.ascontiguousarray(x)  # CuPy copies between devices only contiguous arrays
+        x = _cuda_aux().contiguous(x)  # CuPy copies between devices only contiguous arrays
         x.device.synchronize()
     with target.device:
         moved = cupy.asarray(x)

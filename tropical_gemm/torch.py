@@ -54,6 +54,7 @@ _SUPPORTED: dict[torch.dtype, str] = {
     torch.int32: "int32",
     torch.int64: "int64",
 }
+_FLOAT_DTYPES = (torch.float32, torch.float64)
 #: Keyed by numpy dtype, not by name: ``np.dtype.name`` formats a string on every call (about 3 µs).
 _TORCH_INDEX_DTYPES = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}
 _NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {t: np.dtype(name) for t, name in _SUPPORTED.items()}
@@ -264,16 +265,21 @@ def _run_product(a: Tensor, b: Tensor, values: Tensor, argmax: "Tensor | None", 
         engine.forward(view(a), view(b), get_semiring(semiring), view(values), None if argmax is None else view(argmax))
 
 
-def _prepare_backward(a: Tensor, b: Tensor, semiring: str) -> Any:
+def _prepare_backward(a: Tensor, b: Tensor, semiring: str, *, wait: bool = True) -> Any:
     """The engine's ``PreparedBackward`` for CUDA operands, or None where the backward takes cupy views.
 
-    None also in deterministic mode, whose ordered kernels take cupy views.
+    None also in deterministic mode, whose ordered kernels take cupy views,
+    and, unless ``wait``, while its kernel still compiles in the background
+    (the forward does not wait for it: the backward prepares itself).
     The backward's int32 argmax must be C-contiguous: callers check one they
     did not make.
     """
     if not (a.is_cuda and a.is_floating_point()) or torch.are_deterministic_algorithms_enabled():
         return None
-    return _cuda_engine().prepare_backward(a.shape, a.stride(), b.shape, b.stride(), _SUPPORTED[a.dtype], semiring,
+    engine = _cuda_engine()
+    if not wait and engine.backward_compiling(_SUPPORTED[a.dtype], semiring, a.get_device()):
+        return None
+    return engine.prepare_backward(a.shape, a.stride(), b.shape, b.stride(), _SUPPORTED[a.dtype], semiring,
                                            a.get_device())
 
 
@@ -461,7 +467,7 @@ class _EagerProduct(torch.autograd.Function):
     def forward(ctx: Any, a: Tensor, b: Tensor, semiring: str, return_argmax: bool) -> "Tensor | tuple[Tensor, Tensor]":
         values, argmax = _forward(a, b, semiring, with_argmax=True)
         ctx.semiring = semiring
-        ctx.prepared = _prepare_backward(a, b, semiring)
+        ctx.prepared = _prepare_backward(a, b, semiring, wait=False)
         ctx.save_for_backward(a, b, argmax)
         if not return_argmax:
             return values
@@ -518,6 +524,21 @@ def _needs_grad(a: Tensor, b: Tensor) -> bool:
     return torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
 
 
+def _prefetch_backward(a: Tensor, semiring: str) -> None:
+    """A forward that autograd will differentiate on CUDA: its backward kernels start compiling now.
+
+    They compile in the background beside the forward's own kernels, instead
+    of after them.  Once per (dtype, semiring, device, mode) in a process.
+    """
+    if a.is_cuda and a.dtype in _FLOAT_DTYPES:  # others fail the operand checks, with their message
+        _prefetch_once(_SUPPORTED[a.dtype], semiring, a.get_device(), torch.are_deterministic_algorithms_enabled())
+
+
+@cache
+def _prefetch_once(dtype: str, semiring: str, device: int, deterministic: bool) -> None:
+    _cuda_engine().prefetch_backward(dtype, semiring, device, deterministic)
+
+
 def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> Tensor:
     """Tropical product ``C[..., i, j] = ⊕_k a[..., i, k] ⊗ b[..., k, j]`` of two tensors.
 
@@ -542,6 +563,8 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
     _check_tensors(a, b)
     name = _semiring_name(semiring)
     needs_grad = _needs_grad(a, b)
+    if needs_grad:
+        _prefetch_backward(a, name)
     if _plain_eager(a, b):
         return _eager_product(a, b, name, False) if needs_grad else _forward(a, b, name, with_argmax=False)[0]
     return _matmul_with_argmax_op(a, b, name)[0] if needs_grad else _matmul_op(a, b, name)
@@ -564,8 +587,11 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
     """
     _check_tensors(a, b)
     name = _semiring_name(semiring)
+    needs_grad = _needs_grad(a, b)
+    if needs_grad:
+        _prefetch_backward(a, name)
     if _plain_eager(a, b):
-        if _needs_grad(a, b):
+        if needs_grad:
             return _eager_product(a, b, name, True)
         return _forward(a, b, name, with_argmax=True)
     return _matmul_with_argmax_op(a, b, name)

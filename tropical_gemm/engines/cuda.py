@@ -17,10 +17,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..dtypes import dtype_name
-from ..jit import KernelSpec, get_function, make_spec
+from ..jit import KernelSpec, get_function, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
+from ..jit.spec import ORDERED_BACKWARD_OPS
 from ..semirings import Semiring
 from ..shapes import ProductShape, product_shape
+from . import cuda_aux
 
 NAME = "cuda"
 
@@ -235,9 +237,7 @@ def forward(a: Any, b: Any, semiring: Semiring, out: Any, argmax_out: Any) -> No
         if out.size == 0:
             return
         if k == 0:
-            out.fill(semiring.zero(out.dtype))
-            if argmax_out is not None:
-                argmax_out.fill(-1)
+            cuda_aux.fill_zero(out, argmax_out, semiring.name)
             return
         if argmax_out is not None and k >= 2**31:
             raise ValueError(f"argmax on the GPU supports K < 2**31, got K={k}")
@@ -310,15 +310,32 @@ class ForwardPlan:
     resolve_depth: np.int32
     splits: int
 
-    def kernels(self, device: int) -> tuple[BoundKernel, ...]:
-        """The launches on ``device``, kernels loaded: the product, then the argmax resolve if the tile needs one."""
-        product = BoundKernel(get_function(self.spec, device), (self.grid,), (self.block,), self.scalars)
+    @property
+    def companions(self) -> tuple[KernelSpec, ...]:
+        """Kernels launched after the product's own: the argmax resolve, if the tile needs one."""
+        return () if self.resolve is None else (self.resolve,)
+
+    def kernels(self, device: int) -> tuple[Any, ...]:
+        """The launches on ``device``, kernels loaded; while the tuned kernel compiles, a ``TieredForward``."""
+        if tiers().serve_baseline(self.spec, device, self.companions):
+            return (TieredForward(self, device, self.baseline_kernel(device)),)
+        return self.tuned_kernels(device)
+
+    def tuned_kernels(self, device: int) -> tuple[BoundKernel, ...]:
+        """The tuned product, then the argmax resolve if the tile needs one."""
+        product = BoundKernel(tiers().get_function(self.spec, device), (self.grid,), (self.block,), self.scalars)
         if self.resolve is None:
             return (product,)
         # the square argmax left slice numbers in idx: the resolve reads the same arguments, and the slice depth
-        resolve = BoundKernel(get_function(self.resolve, device), (self.resolve_grid,), (ELEMENTWISE_THREADS,),
-                              self.scalars + (self.resolve_depth,))
+        resolve = BoundKernel(tiers().get_function(self.resolve, device), (self.resolve_grid,),
+                              (ELEMENTWISE_THREADS,), self.scalars + (self.resolve_depth,))
         return product, resolve
+
+    def baseline_kernel(self, device: int) -> BoundKernel:
+        """The same product by the baseline family: same arguments, one thread per output, argmax in one pass."""
+        spec = make_spec(self.spec.op, self.spec.semiring, self.spec.dtype, tile="baseline")
+        return BoundKernel(get_function(spec, device), (self.resolve_grid,), (tile_shape(spec).threads,),
+                           self.scalars)
 
     def addresses(self, a: Any, b: Any, c: Any, idx: Any) -> tuple:
         """The kernels' leading arguments, in their order: operands swapped where the plan transposed."""
@@ -333,6 +350,31 @@ class ForwardPlan:
 
 
 _NULL = 0  # the argmax pointer of a launch without one
+
+
+class TieredForward:
+    """A forward launch whose tuned kernel compiles in the background: the baseline until it is servable.
+
+    Prepared products keep their launches, so the swap to the tuned kernels
+    happens here, at the first launch after the background compile is done.
+    """
+
+    __slots__ = ("plan", "device", "baseline", "tuned")
+
+    def __init__(self, plan: ForwardPlan, device: int, baseline: BoundKernel) -> None:
+        self.plan, self.device, self.baseline = plan, device, baseline
+        self.tuned: tuple[BoundKernel, ...] | None = None
+
+    def launch(self, addresses: tuple, stream: Any) -> None:
+        tuned = self.tuned
+        if tuned is None:
+            if tiers().serve_baseline(self.plan.spec, self.device, self.plan.companions):
+                tiers().count_baseline(self.plan.spec)
+                self.baseline.launch(addresses, stream)
+                return
+            tuned = self.tuned = self.plan.tuned_kernels(self.device)
+        for kernel in tuned:
+            kernel.launch(addresses, stream)
 
 
 @lru_cache(maxsize=1024)
@@ -365,6 +407,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     return ForwardPlan(
         spec=spec, grid=min(tiles, _GRID_LIMIT), block=shape.threads,
         scalars=kernel_ints(scalars + tuple(launch.batch_args())), swap_operands=transpose, resolve=resolve,
+        # one thread per output: the resolve's grid, and the baseline kernel's
         resolve_grid=max(1, min(-(-m * n * batches // ELEMENTWISE_THREADS), _GRID_LIMIT)),
         resolve_depth=np.int32(shape.bk), splits=splits,
     )
@@ -385,6 +428,8 @@ def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[
     cupy = _cupy()
     from cupy.lib.stride_tricks import as_strided
 
+    # the ⊕ of the slices compiles beside the slices' kernel, not after it
+    tiers().prefetch([cuda_aux.combine_spec(semiring.name, dtype_name(c.dtype))], c.device.id)
     k = a.shape[-1]
     chunk = k // splits
     rest = k - splits * chunk
@@ -402,13 +447,7 @@ def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[
     if rest:
         _forward_batched(a[..., splits * chunk:], b[..., splits * chunk:, :], parts[splits],
                          None if idx is None else idx_parts[splits], semiring, batch, may_split=False)
-    best = parts.max(axis=0) if semiring.add == "max" else parts.min(axis=0)
-    c[...] = best
-    if idx is not None:
-        first = (parts == best).argmax(axis=0)  # the earliest slice attaining the result
-        starts = (cupy.arange(count, dtype=np.int32) * chunk).reshape(count, *([1] * c.ndim))
-        absolute = cupy.where(idx_parts >= 0, idx_parts + starts, -1)
-        idx[...] = cupy.take_along_axis(absolute, first[None], axis=0)[0]
+    cuda_aux.combine_slices(parts, idx_parts, c, idx, semiring.name, chunk)
 
 
 # ----------------------------------------------------------------- backward
@@ -420,10 +459,9 @@ def backward(grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deter
 
     See ``api.matmul_backward``; the kernels scatter into zeroed, contiguous gradients.
     """
-    cupy = _cupy()
     with _device_of(grad_c, a, b, argmax, grad_a, grad_b):
-        grad_c = cupy.ascontiguousarray(grad_c)
-        argmax = cupy.ascontiguousarray(argmax, dtype=np.int32)
+        grad_c = cuda_aux.contiguous(grad_c)
+        argmax = cuda_aux.contiguous(argmax, index=True)
         for grad in (grad_a, grad_b):  # one memset each: fill(0) would launch an elementwise kernel
             grad.data.memset_async(0, grad.nbytes)
         if _nothing_to_reduce(grad_c.shape, a.shape[-1]):
@@ -458,7 +496,8 @@ class BackwardPlan:
 
     def kernel(self, device: int) -> BoundKernel:
         """The launch on ``device``, kernel loaded."""
-        return BoundKernel(get_function(self.spec, device), (self.grid,), (ELEMENTWISE_THREADS,), self.scalars)
+        return BoundKernel(tiers().get_function(self.spec, device), (self.grid,), (ELEMENTWISE_THREADS,),
+                           self.scalars)
 
     def launch(self, inputs: tuple, grads: tuple, device: int, stream: Any = None) -> None:
         """Queue it: ``inputs`` are (grad_c, a, b, argmax), arrays or addresses, as are ``grads``."""
@@ -486,6 +525,21 @@ def plan_backward(op: str, a_shape: tuple[int, ...], a_strides: tuple[int, ...],
         scalars += (operand_batches,)
     return BackwardPlan(make_spec(op, semiring, dtype), max(1, min(-(-work // ELEMENTWISE_THREADS), _GRID_LIMIT)),
                         kernel_ints(scalars))
+
+
+def prefetch_backward(dtype: str, semiring: str, device: int, deterministic: bool) -> None:
+    """Start compiling the backward kernels of a product now, in the background, where they are not cached.
+
+    For callers that know a backward will follow (a torch forward that
+    requires grad): its compile then overlaps the forward's.
+    """
+    ops = ORDERED_BACKWARD_OPS if deterministic else ("backward",)
+    tiers().prefetch([make_spec(op, semiring, dtype) for op in ops], device)
+
+
+def backward_compiling(dtype: str, semiring: str, device: int) -> bool:
+    """Whether the default backward kernel of a product is still compiling in the background."""
+    return tiers().compiling(make_spec("backward", semiring, dtype), device)
 
 
 def _nothing_to_reduce(out_shape: tuple[int, ...], k: int) -> bool:

@@ -17,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from .compiler import (
@@ -33,6 +34,7 @@ from .cache.config import keep_cupy_cache_off_unusable_home
 from .registry import KernelLoadError, Registry, default_registry
 from .source import kernel_source
 from .spec import OPS, KernelSpec, catalogue, make_spec
+from .tiering import Tiers
 from .warmup import WarmupResult, warmup
 
 # CuPy creates ~/.cupy when imported and fails if it cannot; engines import CuPy
@@ -63,9 +65,59 @@ __all__ = [
     "make_spec",
     "prune",
     "resolve_target",
+    "set_tiered",
     "stats",
+    "tiers",
+    "wait",
     "warmup",
 ]
+
+_tiers: Tiers | None = None
+_tiers_guard = threading.Lock()
+
+def tiers() -> Tiers:
+    """The tiered-compilation state of the default registry (see ``jit.tiering``).
+
+    Examples:
+        >>> from tropical_gemm.jit import make_spec, tiers
+        >>> tiers().compiling(make_spec("backward", "max_plus", "float32"), 0)
+        False
+    """
+    global _tiers
+    if _tiers is None:
+        registry = default_registry()
+        with _tiers_guard:
+            if _tiers is None:
+                _tiers = Tiers(registry)
+    return _tiers
+
+
+def set_tiered(on: "bool | None") -> None:
+    """Tiered compilation on or off for this process (None: as ``TROPICAL_GEMM_TIERED`` says; default on).
+
+    On: a launch whose tuned kernel is on no cache layer runs on the
+    baseline kernel (same bits) while the tuned one compiles in the
+    background.  Off: it waits for the tuned kernel, for benchmarks and
+    reproducible timings.  Warm-up and AOT bundles build tuned kernels either way.
+
+    Examples:
+        >>> import tropical_gemm.jit as jit
+        >>> jit.set_tiered(False); jit.stats()["tiered"]
+        False
+        >>> jit.set_tiered(None)
+    """
+    tiers().set_enabled(on)
+
+
+def wait(timeout: "float | None" = None) -> bool:
+    """Block until the background compiles started so far are done; False if ``timeout`` (s) ran out first.
+
+    Examples:
+        >>> import tropical_gemm.jit as jit
+        >>> jit.wait()
+        True
+    """
+    return tiers().wait(timeout)
 
 
 def get_function(spec: KernelSpec, device: int | None = None) -> Any:
@@ -84,7 +136,7 @@ def get_function(spec: KernelSpec, device: int | None = None) -> Any:
         >>> kernel.__class__.__name__                                            # doctest: +SKIP
         'Function'
     """
-    registry = _registry or default_registry()
+    registry = default_registry()
     return registry.get_function(spec, device)
 
 
@@ -109,7 +161,10 @@ def stats() -> dict[str, Any]:
     """Counters for this process: ``compiled``, ``disk_hits``, ``memory_hits``,
     ``compile_seconds``, ``load_seconds``, ``ready_seconds`` (all time spent making
     kernels ready: source, cache, compile, load), ``loads``, ``kernels_in_memory``,
-    ``foreign_nvrtc_hits``, ``corrupt_replaced``, and the cache's location and state.
+    ``foreign_nvrtc_hits``, ``corrupt_replaced``, and the cache's location and state; and the
+    tiers: ``baseline_launches`` (launches served by a baseline kernel), ``tuned_swaps``,
+    ``background_compiles``, ``background_failures``, ``prefetched``, ``pending_compiles`` and
+    ``tiered`` (whether tiering is on).  Launches on tuned kernels are the ``memory_hits``.
 
     Examples:
         >>> from tropical_gemm.jit import compile_spec, make_spec, stats
@@ -120,7 +175,7 @@ def stats() -> dict[str, Any]:
         >>> builds() - before                  # compiled now, or found on disk
         1
     """
-    return default_registry().stats()
+    return {**default_registry().stats(), **tiers().stats()}
 
 
 def prune(max_bytes: int) -> PruneResult:

@@ -224,6 +224,28 @@ class Registry:
         log.info("disk hit %s for %s: %s (found without loading NVRTC)", spec.name, found.metadata.target, found.path)
         return function
 
+    # -- hooks of tiered compilation (jit.tiering): it asks, builds off-thread, and hands binaries back
+
+    def available(self, spec: KernelSpec, device: int) -> bool:
+        """Whether ``spec`` is ready on ``device`` without a compile: loaded, or verified on disk for its arch."""
+        if (spec, device) in self._functions:
+            return True
+        request = build_request(spec, self._probe_target(device), self._source(spec), probe=True)
+        return self._cache().lookup(request) is not None
+
+    def target(self, device: int) -> Target:
+        """The binary target of ``device`` (resolved once per device)."""
+        return self._target(device)
+
+    def adopt(self, spec: KernelSpec, device: int, binary: bytes) -> Any:
+        """Load ``binary`` (built by ``build``, on any thread) as ``spec`` on ``device``; one per key."""
+        key = (spec, device)
+        with self._build_lock(key):
+            function = self._functions.get(key)
+            if function is None:
+                function = self._functions[key] = self._timed_load(binary, spec.name, device)
+        return function
+
     def _build_lock(self, key: tuple[KernelSpec, int]) -> threading.Lock:
         with self._guard:
             lock = self._build_locks.get(key)

@@ -60,6 +60,8 @@ _SMALL = TileShape(32, 32, 8, 4, 4, min_blocks=4)
 # BK=16 (more resident blocks) measured slower on 2²¹×4×4 and 8×4096×4096.
 _SKINNY_4_BYTE = TileShape(8, 256, 32, 8, 1)
 _SKINNY_8_BYTE = TileShape(8, 256, 16, 8, 1)  # keeps the staged B slice within 48 KiB
+# One thread per output (bm: outputs per block); only the block size is used.
+_BASELINE = TileShape(256, 1, 1, 1, 1)
 
 #: Tile shapes per (family, dtype, op), measured on an H100 by benchmarks/tune_tiles.py.
 TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
@@ -72,10 +74,16 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("small", d, op): _SMALL for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
     **{("skinny", d, op): _SKINNY_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
     **{("skinny", d, op): _SKINNY_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
+    **{("baseline", d, op): _BASELINE for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
 }
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.
-_FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu"}
+_FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu",
+                      "baseline": "forward_baseline.cu"}
+
+#: The fragment of each op that is not a forward, where its file is not named after the op.
+_OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_b": "backward_ordered.cu",
+                 "combine": "split_k_combine.cu", "gather_index": "gather.cu"}
 
 #: Threads per block of the one-thread-per-element kernels (argmax resolve, gradient scatters).
 ELEMENTWISE_THREADS = 256
@@ -117,7 +125,9 @@ def fragment(spec: KernelSpec) -> str:
         if spec.op in ORDERED_BACKWARD_OPS:
             operand = "a" if spec.op == "backward_ordered_a" else "b"
             values.update(operand=operand, to_a="true" if operand == "a" else "false")
-        template = read_cuda_file("backward_ordered.cu" if spec.op in ORDERED_BACKWARD_OPS else f"{spec.op}.cu")
+        if spec.op in ("gather", "gather_index"):
+            values.update(S=_C_TYPES[spec.dtype], D="int" if spec.op == "gather_index" else _C_TYPES[spec.dtype])
+        template = read_cuda_file(_OP_TEMPLATES.get(spec.op, f"{spec.op}.cu"))
     return Template(template).substitute(values)
 
 
@@ -126,7 +136,10 @@ def fragment(spec: KernelSpec) -> str:
 #: mostly for the compile: "min" cuts its compile by a fifth and still
 #: unrolls the tile (levels "mid" and up keep the accumulators in local
 #: memory).  No level changes numerics: that takes fast-math, never used.
-_FAST_COMPILE = {"small": "min"}
+_FAST_COMPILE = {"small": "min", "baseline": "min"}
+#: The small kernels around products take it too: they are bound by memory,
+#: and a first call waits for their compile.
+_FAST_COMPILE_OPS = ("combine", "merge", "fill", "gather", "gather_index", "argmax_offset")
 
 
 def kernel_options(spec: KernelSpec) -> tuple[str, ...]:
@@ -141,6 +154,8 @@ def kernel_options(spec: KernelSpec) -> tuple[str, ...]:
         ()
     """
     level = _FAST_COMPILE.get(spec.tile) if spec.op in FORWARD_OPS else None
+    if spec.op in _FAST_COMPILE_OPS:
+        level = "min"
     return () if level is None else (f"--Ofast-compile={level}",)
 
 

@@ -16,11 +16,16 @@ from ..dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
 from ..semirings import get_semiring, semirings
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
-                         "backward_ordered_b")
+                         "backward_ordered_b", "combine", "merge", "fill", "gather", "gather_index", "argmax_offset")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
-scatter into both operands with atomics (the default: one launch); and the
-ordered scatters, one per operand, of the deterministic mode.
+scatter into both operands with atomics (the default: one launch); the
+ordered scatters, one per operand, of the deterministic mode; and the small
+kernels around them, so that no product path makes CuPy compile a kernel of
+its own: ⊕ of K slices with their argmax (``combine``), of two partial
+products (``merge``, for Dask), the K = 0 result (``fill``), strided copies
+into contiguous buffers (``gather``; ``gather_index`` to int32) and a chunk's
+argmax moved to the product's k (``argmax_offset``).
 
 Examples:
     >>> from tropical_gemm.jit import OPS
@@ -30,6 +35,10 @@ Examples:
 FORWARD_OPS: tuple[str, ...] = ("forward", "forward_argmax")
 ORDERED_BACKWARD_OPS: tuple[str, ...] = ("backward_ordered_a", "backward_ordered_b")
 BACKWARD_OPS: tuple[str, ...] = ("backward", *ORDERED_BACKWARD_OPS)
+#: Ops whose kernel does not depend on the semiring: their specs carry max_plus and their names omit it.
+SEMIRING_FREE_OPS: tuple[str, ...] = ("gather", "gather_index", "argmax_offset")
+#: Ops defined for some dtypes only (the rest take every supported dtype, backward ops the float ones).
+_OP_DTYPES: dict[str, tuple[str, ...]] = {"gather_index": ("int32", "int64"), "argmax_offset": ("int32",)}
 
 #: How an operand is laid out in memory.  "row": its last axis is the
 #: contiguous one (C order); "col": its second-to-last axis is (F order, or a
@@ -39,8 +48,13 @@ LAYOUTS: tuple[str, ...] = ("row", "col")
 #: Tile families: "square" is the tuned register-tiled kernel for products
 #: that fill the GPU; "small" is the same kernel with a 32×32 tile, for
 #: products that cannot (it also compiles about three times faster); "skinny"
-#: is for products where M or N is below a tile, or K is tiny.
-TILES: tuple[str, ...] = ("square", "small", "skinny")
+#: is for products where M or N is below a tile, or K is tiny; "baseline" is
+#: one thread per output, which compiles in a fraction of the others' time and
+#: serves first calls while their kernel compiles in the background
+#: (tiered compilation, ``jit.tiering``).  Baseline kernels take any layout,
+#: so their specs are all "row", "row".
+TILES: tuple[str, ...] = ("square", "small", "skinny", "baseline")
+TUNED_TILES: tuple[str, ...] = ("square", "small", "skinny")
 
 _DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
 
@@ -72,7 +86,9 @@ class KernelSpec:
     @property
     def name(self) -> str:
         """A readable C identifier, also the kernel's ``extern "C"`` entry point."""
-        parts = ["tg", self.op, self.semiring, _DTYPE_TAGS[self.dtype]]
+        parts = ["tg", self.op, _DTYPE_TAGS[self.dtype]]
+        if self.op not in SEMIRING_FREE_OPS:
+            parts.insert(2, self.semiring)
         if self.op in FORWARD_OPS:
             parts += [self.a_layout[0] + self.b_layout[0], self.tile]
         return "_".join(parts)
@@ -117,8 +133,14 @@ def make_spec(
     canonical = get_semiring(semiring).name
     if op in BACKWARD_OPS and dtype not in FLOAT_DTYPES:
         raise ValueError(f"backward kernels exist for float dtypes only ({', '.join(FLOAT_DTYPES)}), got {dtype}")
+    if dtype not in _OP_DTYPES.get(op, SUPPORTED_DTYPES):
+        raise ValueError(f"{op} kernels exist for {', '.join(_OP_DTYPES[op])} only, got {dtype}")
+    if op in SEMIRING_FREE_OPS:
+        return KernelSpec(op, "max_plus", dtype)
     if op not in FORWARD_OPS:
         return KernelSpec(op, canonical, dtype)
+    if tile == "baseline":
+        return KernelSpec(op, canonical, dtype, "row", "row", tile)
     return KernelSpec(op, canonical, dtype, a_layout, b_layout, tile)
 
 
@@ -138,8 +160,8 @@ def catalogue(
     Examples:
         >>> from tropical_gemm.jit import catalogue
         >>> specs = catalogue(semirings_=["max_plus"], dtypes=["float32"], ops=["forward"])
-        >>> len(specs)                # 2 x 2 operand layouts x 3 tile families
-        12
+        >>> len(specs)                # 2 x 2 operand layouts x 3 tuned tile families, and one baseline
+        13
         >>> specs[0].name
         'tg_forward_max_plus_f32_rr_square'
     """
@@ -154,7 +176,10 @@ def catalogue(
     for op, sr, dt in product(chosen_ops, chosen_semirings, chosen_dtypes):
         if op in FORWARD_OPS:
             specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)
-                      for la, lb, t in product(LAYOUTS, LAYOUTS, TILES)]
-        elif op == "argmax_resolve" or dt in FLOAT_DTYPES:
+                      for la, lb, t in product(LAYOUTS, LAYOUTS, TUNED_TILES)]
+            specs.append(make_spec(op, sr, dt, tile="baseline"))
+        elif op in BACKWARD_OPS and dt not in FLOAT_DTYPES or dt not in _OP_DTYPES.get(op, SUPPORTED_DTYPES):
+            continue
+        else:
             specs.append(make_spec(op, sr, dt))
-    return specs
+    return list(dict.fromkeys(specs))  # semiring-free ops come once

@@ -1,0 +1,138 @@
+"""One first call per process, for tests/test_first_call.py: ``python first_call_cases.py CASE``.
+
+Runs every call of CASE in this fresh process (tiered or not, as
+``TROPICAL_GEMM_TIERED`` says), checks the results against the CPU engine
+bit for bit, waits for the background compiles, runs the calls again on the
+tuned kernels and checks the same bits, and prints one JSON line: the
+files in ``CUPY_CACHE_DIR`` (CuPy's own compiles: there must be none),
+whether cupyx or scipy were imported, and the registry's counters.  The
+test code itself launches nothing on the GPU: operands are made on the host
+and copied, results copied back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from reference import assert_same_bits
+from strategies import operand_pair, random_values
+
+#: (M, K, N): the square family with K slices, the small family, the skinny family, K = 0.
+SHAPES = {"split_k": (1024, 2048, 1024), "small": (200, 256, 256), "skinny": (8, 300, 512), "k0": (5, 0, 7)}
+SEMIRINGS = {"float32": "max_plus", "float64": "min_plus", "int32": "max_min", "int64": "max_plus"}
+
+
+def product_calls(dtype: str):
+    """(label, function of the tg module and an upload function -> host arrays) for every forward path."""
+    semiring = SEMIRINGS[dtype]
+    calls = []
+    for label, shape in SHAPES.items():
+        a, b = operand_pair(dtype, shape, seed=len(label), special_rate=0.05)
+        calls.append((f"{label}", a, b, dict(semiring=semiring)))
+        calls.append((f"{label}-argmax", a, b, dict(semiring=semiring, argmax=True)))
+    rng = np.random.default_rng(7)  # a batch of A against one B: B broadcasts
+    a3, b3 = random_values(rng, (3, 64, 96), dtype, 0.05), random_values(rng, (96, 80), dtype, 0.05)
+    calls.append(("batched-argmax", a3, b3, dict(semiring=semiring, argmax=True)))
+    return calls
+
+
+def run_products(tg, cupy, dtype: str, *, out: bool) -> list:
+    results = []
+    for label, a, b, kwargs in product_calls(dtype):
+        da, db = cupy.asarray(a), cupy.asarray(b)
+        if out:  # out= buffers: fresh cupy arrays, written by the engine
+            want = tg.matmul(a, b, **kwargs)
+            got_out = ((cupy.empty(want[0].shape, want[0].dtype), cupy.empty(want[1].shape, want[1].dtype))
+                       if kwargs.get("argmax") else cupy.empty(want.shape, want.dtype))
+            got = tg.matmul(da, db, out=got_out, **kwargs)
+        else:
+            got = tg.matmul(da, db, **kwargs)
+        got = tuple(x.get() for x in got) if isinstance(got, tuple) else (got.get(),)
+        want = tg.matmul(a, b, **kwargs)
+        for g, w in zip(got, want if isinstance(want, tuple) else (want,)):
+            assert_same_bits(g, w)
+        results.append(got)
+    return results
+
+
+def run_backward(tg, cupy, dtype: str) -> list:
+    """matmul_backward on the GPU with a transposed grad_c and an int64 argmax: both gathered by our kernels."""
+    a, b = operand_pair(dtype, (96, 128, 64), seed=11, special_rate=0.0)
+    c, k = tg.matmul(a, b, "max_plus", argmax=True)
+    grad_c = np.random.default_rng(5).standard_normal(c.shape).astype(dtype)
+    grad_c_t = cupy.asarray(np.ascontiguousarray(grad_c.T)).T  # a view: not C-contiguous
+    got = tg.matmul_backward(grad_c_t, cupy.asarray(a), cupy.asarray(b), cupy.asarray(k.astype(np.int64)),
+                             "max_plus", deterministic=True)
+    want = tg.matmul_backward(grad_c, a, b, k, "max_plus", deterministic=True)
+    for g, w in zip(got, want):
+        assert_same_bits(g, w)
+    return [tuple(g.get() for g in got)]
+
+
+def run_torch(dtype: str) -> list:
+    import torch
+
+    from tropical_gemm.torch import tropical_matmul, tropical_matmul_with_argmax
+
+    results = []
+    for label in ("split_k", "small"):
+        a, b = operand_pair(dtype, SHAPES[label], seed=2, special_rate=0.0)
+        grads = []
+        for device in ("cuda", "cpu"):
+            ta = torch.tensor(a, device=device, requires_grad=True)
+            tb = torch.tensor(b, device=device, requires_grad=True)
+            values = tropical_matmul(ta, tb, "max_plus")
+            values2, argmax = tropical_matmul_with_argmax(ta, tb, "min_plus")
+            (values.sum() + values2.sum()).backward()
+            grads.append([x.detach().cpu().numpy() for x in (values, values2, argmax, ta.grad, tb.grad)])
+        for g, w in zip(*grads):
+            if g.dtype.kind == "f":  # atomics order the float sums differently from the CPU engine
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+            else:
+                assert_same_bits(g, w)
+        results.append(grads[0][:3])  # values and argmax: exact on every tier
+    return results
+
+
+def main(case: str) -> None:
+    import cupy
+
+    import tropical_gemm as tg
+    import tropical_gemm.jit as jit
+
+    cupy.cuda.Device(0).use()
+    cupy.empty(1)  # the CUDA context: not part of a first call
+
+    def run() -> list:
+        if case == "torch":
+            return run_torch("float32")
+        if case == "backward":
+            return run_backward(tg, cupy, "float32") + run_backward(tg, cupy, "float64")
+        dtype, _, variant = case.partition("-")
+        return run_products(tg, cupy, dtype, out=variant == "out")
+
+    first = run()
+    cupy.cuda.Device(0).synchronize()
+    stats_first = jit.stats()
+    assert jit.wait(300)
+    again = run()
+    for x, y in zip(first, again):
+        for g, w in zip(x, y):
+            assert_same_bits(g, w)
+    cupy_cache = Path(os.environ["CUPY_CACHE_DIR"])
+    print(json.dumps({
+        "case": case,
+        "cupy_cache_files": sorted(str(p) for p in cupy_cache.rglob("*")) if cupy_cache.exists() else [],
+        "cupyx": "cupyx" in sys.modules, "scipy": "scipy" in sys.modules,
+        "baseline_launches": stats_first["baseline_launches"], "tuned_swaps": jit.stats()["tuned_swaps"],
+        "compiled": jit.stats()["compiled"], "background_failures": jit.stats()["background_failures"],
+    }))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,90 @@
+"""Issue 15: every public path's first call compiles nothing outside the registry and imports no cupyx.
+
+Each case runs in a fresh interpreter (tests/first_call_cases.py) with an
+empty kernel cache of ours and an empty ``CUPY_CACHE_DIR``, which must stay
+empty: any CuPy reduction, ufunc, ``where``, fill or fancy index on a
+product path would compile a kernel there.  Tiered compilation is on, so the
+first calls run on baseline kernels and the repeat on the tuned ones, and
+both must give the CPU engine's bits.  The lean-import checks need no GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from jit_helpers import REPO, last_json_line, run_python
+
+CASES = ["float32", "float64", "int32", "int64", "float32-out", "int32-out", "backward", "torch"]
+
+
+@pytest.mark.gpu
+@pytest.mark.tiered
+@pytest.mark.parametrize("tiered", ["1", "0"])
+@pytest.mark.parametrize("case", CASES)
+def test_first_call_compiles_only_registry_kernels(case, tiered, tmp_path):
+    if tiered == "0" and case not in ("float32", "torch"):
+        pytest.skip("tiering off: the float32 and torch cases cover it")  # visible, not hidden
+    if case == "torch":
+        pytest.importorskip("torch")
+    env = {"CUPY_CACHE_DIR": str(tmp_path / "cupy"), "TROPICAL_GEMM_CACHE_DIR": str(tmp_path / "ours"),
+           "CUDA_CACHE_DISABLE": "1", "TROPICAL_GEMM_TIERED": tiered}
+    result = run_python(f"import sys; sys.argv = ['x', {case!r}]; import first_call_cases as c; c.main({case!r})",
+                        env, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = last_json_line(result.stdout)
+    assert report["cupy_cache_files"] == [], "CuPy compiled kernels of its own"
+    assert not report["cupyx"] and not report["scipy"]
+    assert report["background_failures"] == 0
+    if tiered == "1" and case != "backward":  # the backward has no tuned forward to wait for
+        assert report["baseline_launches"] > 0 and report["tuned_swaps"] > 0
+    if tiered == "0":
+        assert report["baseline_launches"] == 0
+
+
+LEAN = """
+    import json, sys
+    {imports}
+    print(json.dumps(sorted(m for m in ("cupy", "cupyx", "scipy", "dask", "numba", "filelock") if m in sys.modules)))
+"""
+
+
+@pytest.mark.torch
+def test_import_tropical_gemm_torch_is_lean():
+    pytest.importorskip("torch")
+    result = run_python(LEAN.format(imports="import tropical_gemm.torch"), {})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+def test_first_call_modules_import_nothing_heavy():
+    """What a first CUDA call imports (engine, its small kernels, tiering, registry) pulls no cupy, cupyx or scipy."""
+    imports = "import tropical_gemm, tropical_gemm.engines.cuda, tropical_gemm.engines.cuda_aux, tropical_gemm.jit.tiering"
+    result = run_python(LEAN.format(imports=imports), {})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+#: CuPy calls that compile a kernel of CuPy's own (or import cupyx) the first time a process makes them.
+_COMPILING = {"max", "min", "argmax", "argmin", "where", "take_along_axis", "arange", "fill", "astype", "maximum",
+              "minimum", "ascontiguousarray", "ElementwiseKernel", "ReductionKernel", "RawKernel", "zeros",
+              "full", "sum", "copyto", "get_array_module"}
+PRODUCT_PATH_MODULES = ["tropical_gemm/engines/cuda.py", "tropical_gemm/engines/cuda_aux.py",
+                        "tropical_gemm/dask.py", "tropical_gemm/api.py"]
+
+
+@pytest.mark.parametrize("module", PRODUCT_PATH_MODULES)
+def test_product_paths_call_no_compiling_cupy_function(module):
+    """A static guard beside the GPU test: no ``cupy.<f>``/``xp.<f>``/``cp.<f>`` of those names, no cupyx."""
+    tree = ast.parse((REPO / module).read_text(encoding="utf-8"))
+    found = [f"{node.value.id}.{node.attr} (line {node.lineno})" for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+             and node.value.id in ("cupy", "cp", "xp") and node.attr in _COMPILING]
+    found += [f"import cupyx (line {node.lineno})" for node in ast.walk(tree)
+              if isinstance(node, (ast.Import, ast.ImportFrom))
+              and "cupyx" in ((node.module or "") if isinstance(node, ast.ImportFrom) else node.names[0].name)]
+    assert found == [], f"{module} calls CuPy functions that compile kernels of their own: {found}"
+    assert Path(REPO / module).exists()

@@ -1,0 +1,188 @@
+"""Tiered compilation without a GPU: the real registry, NVRTC and disk cache, a fake loader and made-up devices.
+
+Which tier serves a launch, the background compile and its swap, per-device
+state, failures, the switch and the prefetch.  The GPU side (bits of the
+baseline kernels against the tuned ones, first calls in fresh processes) is
+in tests/test_first_call.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from jit_helpers import cache_files, gpu_free_registry, run_python
+from tropical_gemm.jit import CompileError, make_spec
+from tropical_gemm.jit.tiering import Tiers
+
+pytestmark = [pytest.mark.nvrtc, pytest.mark.tiered]
+
+TUNED = make_spec("forward", "max_plus", "float32", tile="square")
+RESOLVE = make_spec("argmax_resolve", "max_plus", "float32")
+BACKWARD = make_spec("backward", "max_plus", "float32")
+
+
+def _tiers(cache_root, **kwargs) -> Tiers:
+    tiers = Tiers(gpu_free_registry(**kwargs))
+    tiers.set_enabled(True)
+    return tiers
+
+
+def test_uncached_kernel_is_served_by_baseline_then_swapped_in(cache_root):
+    tiers = _tiers(cache_root)
+    registry = tiers.registry
+    assert tiers.serve_baseline(TUNED, 0, (RESOLVE,))
+    assert tiers.wait(60)
+    assert registry.stats()["kernels_in_memory"] == 0  # built, not loaded: loading is the caller's
+    assert not tiers.serve_baseline(TUNED, 0, (RESOLVE,))  # adopted here, on this thread
+    names = {call.name for call in registry._loader.calls}
+    assert names == {TUNED.name, RESOLVE.name}
+    stats = tiers.stats()
+    assert (stats["background_compiles"], stats["tuned_swaps"], stats["pending_compiles"]) == (2, 1, 0)
+    assert registry.stats()["compiled"] == 2
+    assert tiers.get_function(TUNED, 0).name == TUNED.name  # a memory hit now
+    assert registry.stats()["compiled"] == 2
+
+
+def test_cached_kernel_is_served_tuned_at_once(cache_root):
+    first = _tiers(cache_root)
+    first.serve_baseline(TUNED, 0)
+    first.wait(60)
+    again = _tiers(cache_root)  # a new process: nothing in memory, the entry on disk
+    assert not again.serve_baseline(TUNED, 0)
+    assert again.stats()["background_compiles"] == 0
+
+
+def test_tiering_off_never_serves_baseline(cache_root, monkeypatch):
+    tiers = _tiers(cache_root)
+    tiers.set_enabled(False)
+    assert not tiers.serve_baseline(TUNED, 0)
+    assert tiers.stats()["background_compiles"] == 0
+    monkeypatch.setenv("TROPICAL_GEMM_TIERED", "0")
+    tiers.set_enabled(None)
+    assert not tiers.enabled()
+    monkeypatch.setenv("TROPICAL_GEMM_TIERED", "1")
+    tiers.set_enabled(None)
+    assert tiers.enabled()
+    monkeypatch.setenv("TROPICAL_GEMM_TIERED", "0")
+    assert not Tiers(tiers.registry).enabled()
+
+
+def test_baseline_specs_are_never_tiered(cache_root):
+    tiers = _tiers(cache_root)
+    assert not tiers.serve_baseline(make_spec("forward", "max_plus", "float32", tile="baseline"), 0)
+
+
+def test_one_tuned_kernel_per_spec_and_device(cache_root):
+    """Issue 21: background compiles and swaps are per (spec, device); each device loads its own kernel."""
+    tiers = _tiers(cache_root)
+    registry = tiers.registry
+    for _ in range(3):  # repeated launches start no second compile
+        for device in (0, 1):
+            assert tiers.serve_baseline(TUNED, device) or tiers.wait(60)
+    tiers.wait(60)
+    for device in (0, 1):
+        assert not tiers.serve_baseline(TUNED, device)
+    loads = [(call.name, call.device) for call in registry._loader.calls]
+    assert sorted(loads) == [(TUNED.name, 0), (TUNED.name, 1)]
+    assert tiers.stats()["background_compiles"] == 2
+    assert registry.stats()["compiled"] == 1  # the second device's job found the first one's entry
+    assert {key[1] for key in registry._functions} == {0, 1}
+    assert registry._functions[(TUNED, 0)] is not registry._functions[(TUNED, 1)]
+
+
+def test_registry_state_is_per_device(cache_root):
+    """Issue 21: loaded kernels, targets and build locks are keyed by device; made-up device ids."""
+    asked: list[int] = []
+    registry = gpu_free_registry()
+    target = registry._target_for_device
+    registry._target_for_device = lambda device: asked.append(device) or target(device)
+    functions = {device: registry.get_function(BACKWARD, device) for device in (0, 1, 3)}
+    assert [f.device for f in functions.values()] == [0, 1, 3]
+    assert registry.get_function(BACKWARD, 1) is functions[1]
+    stats = registry.stats()
+    assert (stats["kernels_in_memory"], stats["compiled"], stats["memory_hits"]) == (3, 1, 1)
+    assert sorted(set(asked)) == sorted(asked)  # one target resolution per device at most
+    assert registry.available(BACKWARD, 3) and registry.available(BACKWARD, 7)  # 7: on disk, same arch
+
+
+def test_failed_background_compile_is_logged_not_raised(cache_root, caplog):
+
+    tiers = _tiers(cache_root, source=lambda spec: "extern \"C\" __global__ void x() { syntax error }")
+    with caplog.at_level("WARNING", logger="tropical_gemm.jit"):
+        assert tiers.serve_baseline(TUNED, 0)
+        tiers.wait(60)
+        assert tiers.serve_baseline(TUNED, 0)  # stays on the baseline; nothing raised
+        assert tiers.serve_baseline(TUNED, 0)
+    assert tiers.stats()["background_failures"] == 1
+    assert "background compile of tg_forward_max_plus_f32_rr_square failed" in caplog.text
+    assert cache_files(cache_root, ".cubin") == [] and cache_files(cache_root, ".json") == []
+    with pytest.raises(CompileError):  # a caller that asks for the kernel itself gets the error
+        tiers.registry.get_function(TUNED, 0)
+
+
+def test_prefetch_compiles_in_background_and_get_function_waits(cache_root):
+    tiers = _tiers(cache_root)
+    tiers.prefetch([BACKWARD, TUNED], 0)
+    assert tiers.stats()["prefetched"] == 2
+    assert tiers.get_function(BACKWARD, 0).name == BACKWARD.name
+    tiers.wait(60)
+    assert tiers.registry.stats()["compiled"] == 2
+    tiers.prefetch([BACKWARD], 0)  # ready now: nothing more
+    assert tiers.stats()["prefetched"] == 2
+
+
+def test_independent_compiles_run_side_by_side(cache_root):
+    """Two background builds overlap in time (NVRTC releases the GIL; threads, not a queue)."""
+    registry = gpu_free_registry()
+    spans: dict[str, tuple[float, float]] = {}
+    build = registry.build
+
+    def timed(spec, target, **kwargs):
+        started = time.perf_counter()
+        outcome = build(spec, target, **kwargs)
+        time.sleep(0.3)  # long enough to overlap on any machine
+        spans[spec.name] = (started, time.perf_counter())
+        return outcome
+
+    registry.build = timed
+    tiers = Tiers(registry)
+    tiers.set_enabled(True)
+    tiers.prefetch([BACKWARD, RESOLVE], 0)
+    assert all(t.daemon for t in tiers._threads)
+    tiers.wait(60)
+    (s1, e1), (s2, e2) = spans.values()
+    assert max(s1, s2) < min(e1, e2)
+
+
+def test_a_pending_compile_does_not_keep_the_interpreter_alive(cache_root):
+    code = """
+        import time
+        from jit_helpers import gpu_free_registry
+        from tropical_gemm.jit import make_spec
+        from tropical_gemm.jit.tiering import Tiers
+        registry = gpu_free_registry()
+        registry.build = lambda spec, target, **kw: time.sleep(60)
+        tiers = Tiers(registry); tiers.set_enabled(True)
+        assert tiers.serve_baseline(make_spec("forward", "max_plus", "float32"), 0)
+        print("started")
+    """
+    started = time.perf_counter()
+    result = run_python(code, {"TROPICAL_GEMM_CACHE_DIR": str(cache_root)}, timeout=50)
+    assert result.returncode == 0, result.stderr
+    assert "started" in result.stdout
+    assert time.perf_counter() - started < 30
+
+
+def test_wait_with_timeout_reports_unfinished(cache_root):
+    registry = gpu_free_registry()
+    release = threading.Event()
+    registry.build = lambda spec, target, **kw: release.wait(30)
+    tiers = Tiers(registry)
+    tiers.set_enabled(True)
+    tiers.serve_baseline(TUNED, 0)
+    assert tiers.wait(0.05) is False
+    release.set()
+    assert tiers.wait(30) is True

@@ -1,0 +1,133 @@
+"""The small kernels around products on the GPU: all of them registry kernels.
+
+CuPy compiles a kernel of its own for each reduction, ufunc, ``where``,
+``fill`` with a non-zero value, ``astype`` or fancy index the first time a
+process meets it (NVRTC, about 0.15 s each, in CuPy's cache, out of reach of
+our lock, stats, warm-up and AOT bundles).  So nothing on a product path
+calls them: the split-K ⊕ with its argmax, Dask's merge of two partial
+products, the K = 0 result and the copies the backward needs are the
+``combine``, ``merge``, ``fill``, ``gather``/``gather_index`` and
+``argmax_offset`` kernels of the catalogue.  Each takes contiguous buffers
+(the gathers: any strides), one thread per element, on CuPy's current stream.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import dtype_name
+from ..jit import KernelSpec, make_spec, tiers
+from ..jit.source import ELEMENTWISE_THREADS
+
+_GRID_LIMIT = 2**31 - 1
+
+#: Dims a gather indexes; arrays with more (after folding) are gathered a leading index at a time.
+GATHER_DIMS = 6
+
+
+def launch(spec: KernelSpec, device: int, total: int, args: tuple) -> None:
+    """One thread per element of ``total``: the grid covers it (capped; the kernels loop)."""
+    grid = max(1, min(-(-total // ELEMENTWISE_THREADS), _GRID_LIMIT))
+    tiers().get_function(spec, device)((grid,), (ELEMENTWISE_THREADS,), args)  # after its prefetch, if any
+
+
+def combine_spec(semiring: str, dtype: str) -> KernelSpec:
+    return make_spec("combine", semiring, dtype)
+
+
+def _i64(*values: int) -> tuple:
+    return tuple(np.int64(v) for v in values)
+
+
+def fill_zero(c: Any, idx: Any, semiring: str) -> None:
+    """``c`` (C-contiguous) set to the semiring's zero and ``idx`` (int32, or None) to -1."""
+    spec = make_spec("fill", semiring, dtype_name(c.dtype))
+    launch(spec, c.device.id, c.size, (c, 0 if idx is None else idx, *_i64(c.size)))
+
+
+def combine_slices(parts: Any, idx_parts: Any, c: Any, idx: Any, semiring: str, chunk: int) -> None:
+    """``c`` = ⊕ of ``parts[s]`` (slice s covering k from s·chunk); ``idx`` the argmax of the earliest winner.
+
+    ``parts`` is (count, *c.shape) and C-contiguous, as are ``c`` and ``idx_parts``/``idx`` (int32, or None).
+    """
+    spec = combine_spec(semiring, dtype_name(c.dtype))
+    null = idx is None
+    launch(spec, c.device.id, c.size,
+           (parts, 0 if null else idx_parts, c, 0 if null else idx, *_i64(parts.shape[0], c.size, chunk)))
+
+
+def merge(c1: Any, i1: Any, c2: Any, i2: Any, semiring: str) -> tuple[Any, Any]:
+    """``(c1 ⊕ c2, argmax)`` of two C-contiguous partials of consecutive K ranges; the first wins ties.
+
+    The argmax is None when ``i1`` is.
+    """
+    cupy = _cupy()
+    c = cupy.empty(c1.shape, c1.dtype)
+    idx = None if i1 is None else cupy.empty(c1.shape, np.int32)
+    spec = make_spec("merge", semiring, dtype_name(c1.dtype))
+    null = idx is None
+    launch(spec, c1.device.id, c.size, (c1, 0 if null else i1, c2, 0 if null else i2, c, 0 if null else idx,
+                                        *_i64(c.size)))
+    return c, idx
+
+
+def offset_argmax(idx: Any, offset: int) -> None:
+    """Add ``offset`` to every k of a C-contiguous int32 argmax, in place; -1 stays."""
+    launch(make_spec("argmax_offset", "max_plus", "int32"), idx.device.id, idx.size, (idx, *_i64(idx.size, offset)))
+
+
+def contiguous(x: Any, *, index: bool = False) -> Any:
+    """``x`` itself if C-contiguous (and int32 where ``index``), else a C-contiguous copy by a registry kernel.
+
+    ``index``: an int32 copy of an int32 or int64 argmax; other integer dtypes are a ``TypeError``.
+    """
+    if index and x.dtype not in (np.int32, np.int64):
+        raise TypeError(f"argmax on the GPU must be int32 or int64 (as matmul returns it), got {x.dtype}; "
+                        "pass argmax.astype('int32')")
+    if x.flags.c_contiguous and (not index or x.dtype == np.int32):
+        return x
+    out = _cupy().empty(x.shape, np.int32 if index else x.dtype)
+    if x.size:
+        _gather(x, out, make_spec("gather_index" if index else "gather", "max_plus", dtype_name(x.dtype)))
+    return out
+
+
+def _gather(x: Any, out: Any, spec: KernelSpec) -> None:
+    sizes, strides = fold_dims(x.shape, tuple(s // x.itemsize for s in x.strides))
+    if len(sizes) > GATHER_DIMS:
+        for i in range(x.shape[0]):
+            _gather(x[i], out[i], spec)
+        return
+    pad = GATHER_DIMS - len(sizes)
+    launch(spec, x.device.id, x.size, (x, out, *_i64(x.size, *((1,) * pad + sizes), *((0,) * pad + strides))))
+
+
+def fold_dims(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The same elements in the same row-major order with fewer dims: size-1 dims dropped, runs merged.
+
+    Examples:
+        >>> fold_dims((2, 1, 3, 4), (12, 12, 4, 1))
+        ((24,), (1,))
+        >>> fold_dims((3, 4), (1, 3))        # a transposed view stays two dims
+        ((3, 4), (1, 3))
+    """
+    sizes: list[int] = []
+    steps: list[int] = []
+    for size, stride in zip(shape, strides):
+        if size == 1:
+            continue
+        if sizes and steps[-1] == stride * size:
+            sizes[-1] *= size
+            steps[-1] = stride
+            continue
+        sizes.append(size)
+        steps.append(stride)
+    return tuple(sizes), tuple(steps)
+
+
+def _cupy() -> Any:
+    import cupy
+
+    return cupy

@@ -1,0 +1,225 @@
+"""Tiered compilation: a first call runs on a baseline kernel while the tuned one compiles in the background.
+
+A tuned forward kernel takes NVRTC up to seconds (the integer square tiles
+most), and a first call used to wait for it.  When the tuned kernel for a
+launch is on no cache layer (not loaded, no verified entry on disk for the
+GPU's arch), the engine asks this module, serves the launch with the
+``baseline`` family of the same op, semiring and dtype (one thread per
+output: same rules, same bits, a compile of a fraction of the time) and the
+tuned kernel (with the kernels it launches with, such as the argmax resolve)
+compiles in a background daemon thread, through the registry's ``build``:
+the disk cache and its file lock, so that other processes neither compile it
+again nor read half an entry.  Later launches swap it in.
+
+CuPy's NVRTC binding releases the GIL while it compiles (two threads compile
+two kernels in about 60% of the serial time on a 2-core machine, and the
+calling thread keeps running Python meanwhile; see docs/jit.md), so
+background compiles are threads, and independent ones run side by side.
+
+* ``wait()`` blocks until every background compile is done;
+* ``set_tiered(False)`` (or ``TROPICAL_GEMM_TIERED=0`` in the environment)
+  turns tiering off: every launch waits for its tuned kernel, as benchmarks
+  and reproducible timings want;
+* ``prefetch(specs, device)`` starts compiles that a later call will need
+  (the backward of a torch forward that requires grad);
+* a background compile that fails is logged and counted; the launches it
+  would have served stay on the baseline kernel, and nothing is raised into
+  another call.  Loading a binary into a GPU context happens on the calling
+  thread, at the swap: the background thread never touches the CUDA context.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .spec import KernelSpec
+
+log = logging.getLogger("tropical_gemm.jit")
+
+#: Environment switch: "0" turns tiering off for the process (``set_tiered`` overrides it).
+ENV_SWITCH = "TROPICAL_GEMM_TIERED"
+
+Key = tuple[KernelSpec, int]
+
+
+def _from_environment() -> bool:
+    """On unless ``TROPICAL_GEMM_TIERED`` is "0"; read when asked, not per launch (launches are hot)."""
+    return os.environ.get(ENV_SWITCH, "1").strip() != "0"
+
+
+@dataclass
+class _Job:
+    """One background compile of some kernels for one device; ``binaries`` filled by the thread."""
+
+    specs: tuple[KernelSpec, ...]
+    device: int
+    done: threading.Event = field(default_factory=threading.Event)
+    binaries: dict[KernelSpec, bytes] = field(default_factory=dict)
+    error: "BaseException | None" = None
+
+
+class Tiers:
+    """Which tuned kernels are servable, the background compiles, and the counters; one per registry.
+
+    ``registry`` is a :class:`~tropical_gemm.jit.Registry` (anything with
+    ``available``, ``build``, ``target`` and ``adopt``); tests pass one with a
+    fake loader and made-up devices.
+    """
+
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
+        self._enabled = _from_environment()
+        self._ready: set[Key] = set()       # tuned kernels that need no compile (loaded, on disk or adopted)
+        self._failed: set[Key] = set()
+        self._jobs: dict[Key, _Job] = {}     # unsettled background compiles, per kernel they build
+        self._guard = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._counts = {"baseline_launches": 0, "tuned_swaps": 0, "background_compiles": 0,
+                        "background_failures": 0, "prefetched": 0}
+
+    # ------------------------------------------------------------- switch
+
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def set_enabled(self, on: "bool | None") -> None:
+        """True/False: on/off for this process; None: as ``TROPICAL_GEMM_TIERED`` says now (read once, here)."""
+        self._enabled = _from_environment() if on is None else on
+
+    # ---------------------------------------------------------- decisions
+
+    def serve_baseline(self, spec: KernelSpec, device: int, companions: tuple[KernelSpec, ...] = ()) -> bool:
+        """Whether this launch of ``spec`` runs on its baseline kernel; starts the tuned compile if it must.
+
+        False once the tuned kernel is servable (loaded, on disk, or built in
+        the background: then it is adopted here, on the calling thread), and
+        always when tiering is off.  ``companions`` compile in the same job.
+        """
+        key = (spec, device)
+        if key in self._ready:
+            return False
+        job = self._jobs.get(key)
+        if job is not None:
+            if not job.done.is_set():
+                return True
+            return not self._settle(job)
+        if key in self._failed:
+            return True
+        if not self.enabled() or spec.tile == "baseline":
+            return False
+        if all(self.registry.available(s, device) for s in (spec, *companions)):
+            self._ready.add(key)
+            return False
+        self._start((spec, *companions), device)
+        return True
+
+    def count_baseline(self, spec: KernelSpec) -> None:
+        """A launch ran on the baseline kernel: counted for ``stats()``, logged for ``-v``."""
+        with self._guard:
+            self._counts["baseline_launches"] += 1
+        log.info("launch %s on tier baseline (tuned kernel compiling in the background)", spec.name)
+
+    def prefetch(self, specs: Iterable[KernelSpec], device: int) -> None:
+        """Compile ``specs`` for ``device`` in the background now, where they are on no cache layer.
+
+        For kernels a later call is certain to need (a backward); independent
+        ones compile side by side.  Nothing happens when tiering is off.
+        """
+        if not self.enabled():
+            return
+        for spec in specs:
+            key = (spec, device)
+            if key in self._ready or key in self._jobs or key in self._failed:
+                continue
+            if self.registry.available(spec, device):
+                self._ready.add(key)
+                continue
+            with self._guard:
+                self._counts["prefetched"] += 1
+            self._start((spec,), device)
+
+    def compiling(self, spec: KernelSpec, device: int) -> bool:
+        """Whether a background compile of ``spec`` for ``device`` is under way."""
+        job = self._jobs.get((spec, device))
+        return job is not None and not job.done.is_set()
+
+    def get_function(self, spec: KernelSpec, device: int) -> Any:
+        """The registry's kernel, after the background compile that builds it, if one is under way."""
+        job = self._jobs.get((spec, device)) if self._jobs else None
+        if job is not None:
+            job.done.wait()
+            self._settle(job)
+        return self.registry.get_function(spec, device)
+
+    # ------------------------------------------------------------ threads
+
+    def _start(self, specs: tuple[KernelSpec, ...], device: int) -> None:
+        job = _Job(specs, device)
+        with self._guard:
+            if (specs[0], device) in self._jobs:  # another thread started it meanwhile
+                return
+            for spec in specs:
+                self._jobs.setdefault((spec, device), job)
+            self._counts["background_compiles"] += len(specs)
+            # daemon: a compile under way never keeps the interpreter alive at exit
+            thread = threading.Thread(target=self._run, args=(job,), name=f"tropical_gemm-jit-{specs[0].name}",
+                                      daemon=True)
+            self._threads.append(thread)
+        log.info("compiling %s in the background for device %d", ", ".join(s.name for s in specs), device)
+        thread.start()
+
+    def _run(self, job: _Job) -> None:
+        try:
+            target = self.registry.target(job.device)
+            for spec in job.specs:
+                job.binaries[spec] = self.registry.build(spec, target).binary
+        # Any failure (NVRTC, the disk, a bug) belongs to no caller: it is logged and
+        # counted, and the launches it would have served stay on the baseline kernel.
+        except Exception as exc:
+            job.error = exc
+        finally:
+            job.done.set()
+
+    def _settle(self, job: _Job) -> bool:
+        """Adopt a finished job's binaries on this thread; True when its kernels are now servable."""
+        with self._guard:
+            if not all(self._jobs.get((s, job.device)) is job for s in job.specs):
+                return (job.specs[0], job.device) in self._ready  # settled by another thread
+            for spec in job.specs:
+                del self._jobs[(spec, job.device)]
+        keys = [(spec, job.device) for spec in job.specs]
+        if job.error is not None:
+            log.warning("background compile of %s failed; its launches stay on the baseline kernel: %s",
+                        ", ".join(s.name for s in job.specs), job.error)
+            with self._guard:
+                self._counts["background_failures"] += 1
+            self._failed.update(keys)
+            return False
+        for spec in job.specs:
+            self.registry.adopt(spec, job.device, job.binaries[spec])
+        self._ready.update(keys)
+        with self._guard:
+            self._counts["tuned_swaps"] += 1
+        log.info("tier tuned: %s swapped in on device %d", job.specs[0].name, job.device)
+        return True
+
+    def wait(self, timeout: "float | None" = None) -> bool:
+        """Block until every background compile started so far is done; False if ``timeout`` ran out first."""
+        with self._guard:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout)
+            if thread.is_alive():
+                return False
+        with self._guard:
+            self._threads = [t for t in self._threads if t.is_alive()]
+        return True
+
+    def stats(self) -> dict[str, Any]:
+        with self._guard:
+            pending = len({id(job) for job in self._jobs.values() if not job.done.is_set()})
+            return {**self._counts, "pending_compiles": pending, "tiered": self.enabled()}
