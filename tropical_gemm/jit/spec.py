@@ -16,11 +16,12 @@ from ..dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
 from ..semirings import get_semiring, semirings
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
-                         "backward_ordered_b")
+                         "backward_ordered_b", "reduce")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
-scatter into both operands with atomics (the default: one launch); and the
-ordered scatters, one per operand, of the deterministic mode.
+scatter into both operands with atomics (the default: one launch); the
+ordered scatters, one per operand, of the deterministic mode; and the ⊕ of
+each row of a strided matrix with its argmax (einsum's single-operand steps).
 
 Examples:
     >>> from tropical_gemm.jit import OPS
@@ -155,6 +156,6 @@ def catalogue(
         if op in FORWARD_OPS:
             specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)
                       for la, lb, t in product(LAYOUTS, LAYOUTS, TILES)]
-        elif op == "argmax_resolve" or dt in FLOAT_DTYPES:
+        elif op in ("argmax_resolve", "reduce") or dt in FLOAT_DTYPES:
             specs.append(make_spec(op, sr, dt))
     return specs
