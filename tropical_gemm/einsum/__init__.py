@@ -47,12 +47,23 @@ def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
         from ..engines import cuda
 
         operands = [cuda.as_array(x) for x in operands]
-    names = [str(x.dtype).removeprefix("torch.") for x in operands]
-    dtypes = [canonical_dtype(n) for n in names]
-    if len(set(dtypes)) > 1:
+    dtypes = [x.dtype for x in operands]
+    if kind == "torch":
+        _check_torch_dtype(dtypes[0])
+    else:
+        canonical_dtype(dtypes[0])
+    if any(d != dtypes[0] for d in dtypes):
         listed = ", ".join(f"operand {i}: {d}" for i, d in enumerate(dtypes))
         raise TypeError(f"einsum operands have different dtypes ({listed}); cast them to one, e.g. x.astype(...)")
     return kind, operands
+
+
+def _check_torch_dtype(dtype: Any) -> None:
+    """torch dtypes are checked against the torch bridge's table (no numpy dtype, which torch.compile cannot trace)."""
+    from ..torch import _SUPPORTED
+
+    if dtype not in _SUPPORTED:
+        raise TypeError(f"unsupported dtype {dtype}; supported: {', '.join(str(t) for t in _SUPPORTED)}")
 
 
 def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan:
@@ -145,14 +156,15 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     if not return_configuration:
         return result
     if kind == "cpu":
-        config = backtrack.walk(plan, parsed, argmaxes)
-    elif kind == "cuda":
+        return result, backtrack.walk(plan, parsed, argmaxes, result == sr.zero(result.dtype))
+    if kind == "cuda":
         import cupy
 
-        config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, cupy.asnumpy))
-        config = {name: cupy.asarray(v) for name, v in config.items()}
+        host = cupy.asnumpy
+        upload = cupy.asarray
     else:
-        config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, to_host))
-        config = {name: from_host(v, result) for name, v in config.items()}
-    return result, config
+        host, upload = to_host, (lambda v: from_host(v, result))
+    values = host(result)
+    config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), values == sr.zero(values.dtype))
+    return result, {name: upload(v) for name, v in config.items()}
 

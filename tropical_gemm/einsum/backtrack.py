@@ -29,15 +29,17 @@ def _output_grid(parsed: Parsed) -> dict[int, np.ndarray]:
     return {lab: np.broadcast_to(g, shape) for lab, g in zip(parsed.output, grid)}
 
 
-def walk(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"]) -> dict[Hashable, np.ndarray]:
+def walk(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zero: np.ndarray
+         ) -> dict[Hashable, np.ndarray]:
     """The configuration: ``{name: values}`` for every label not in the output, each shaped like the output.
 
-    Where an output element is the semiring's zero no configuration attains
-    it (every candidate was the zero), and every label reads -1 there.
+    Where an output element is the semiring's zero (``is_zero``) every
+    configuration attains it and none wins, as in the products' argmax, so
+    every label reads -1 there.
     """
     shape = tuple(parsed.sizes[x] for x in parsed.output)
     known: dict[int, np.ndarray] = _output_grid(parsed)
-    dead = np.zeros(shape, dtype=bool)
+    dead = np.array(is_zero, dtype=bool).reshape(shape)
     for step, idx in zip(reversed(plan.steps), reversed(argmaxes)):
         labels = step.contracted if hasattr(step, "contracted") else step.reduced
         if not labels:
