@@ -135,18 +135,24 @@ def array_ops(kind: str) -> ArrayOps:
     return ArrayOps(_cupy_strided, reduce_rows_cuda)
 
 
+def permuted(x: Any, perm: tuple[int, ...]) -> Any:
+    """``x`` with its axes in ``perm`` order (a view); torch spells it ``permute``."""
+    if perm == tuple(range(len(perm))):
+        return x
+    return x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
+
+
 def run_pair(ops: Any, step: Pair, a: Any, b: Any, semiring: Semiring, want_argmax: bool) -> tuple[Any, Any]:
     """One pairwise step: the batched product of the grouped views, viewed back with an axis per label."""
-    a3 = a.permute(*step.a_perm) if hasattr(a, "permute") else a.transpose(step.a_perm)
-    b3 = b.permute(*step.b_perm) if hasattr(b, "permute") else b.transpose(step.b_perm)
-    values, idx = ops.product(a3.reshape(step.a_shape), b3.reshape(step.b_shape), semiring,
-                              want_argmax and bool(step.contracted))
+    a3 = permuted(a, step.a_perm).reshape(step.a_shape)
+    b3 = permuted(b, step.b_perm).reshape(step.b_shape)
+    values, idx = ops.product(a3, b3, semiring, want_argmax and bool(step.contracted))
     return values.reshape(step.out_shape), (None if idx is None else idx.reshape(step.out_shape))
 
 
 def run_reduce(ops: Any, step: Reduce, x: Any, semiring: Semiring) -> tuple[Any, Any]:
     """One single-operand step: kept axes first, reduced ones last, one reduction of the rows."""
-    x2 = (x.permute(*step.perm) if hasattr(x, "permute") else x.transpose(step.perm)).reshape(step.shape2)
+    x2 = permuted(x, step.perm).reshape(step.shape2)
     values, idx = ops.reduce_rows(x2, semiring)
     return values.reshape(step.out_shape), idx.reshape(step.out_shape)
 
@@ -167,7 +173,4 @@ def execute(plan: Plan, parsed: Parsed, operands: list[Any], ops: Any, semiring:
             values, idx = run_reduce(ops, step, live.pop(step.src), semiring)
         live.append(values)
         argmaxes.append(idx if want_argmax else None)
-    result = live[0]
-    if plan.final != tuple(range(len(plan.final))):
-        result = result.permute(*plan.final) if hasattr(result, "permute") else result.transpose(plan.final)
-    return result, argmaxes
+    return permuted(live[0], plan.final), argmaxes

@@ -223,7 +223,24 @@ def split_interleaved(args: Sequence[object]) -> tuple[list[object], list[list[H
 
 def parse_interleaved(label_lists: Sequence[Sequence[Hashable]], shapes: tuple[tuple[int, ...], ...],
                       output: "Sequence[Hashable] | None") -> Parsed:
-    """Parse the interleaved form; ``Ellipsis`` in a label list stands for ``...``."""
+    """Parse the interleaved form; ``Ellipsis`` in a label list stands for ``...``.
+
+    Examples:
+        >>> p = parse_interleaved([["x", 0], [0, ("y",)]], ((2, 3), (3, 4)), ["x"])
+        >>> p.inputs, p.output, p.names
+        (((0, 1), (1, 2)), (0,), ('x', 0, ('y',)))
+    """
+    try:
+        key = (tuple(map(tuple, label_lists)), None if output is None else tuple(output))
+        hash(key)
+    except TypeError as exc:
+        raise TypeError(f"einsum labels must be hashable: {exc}") from exc
+    return _parse_interleaved(*key, shapes)
+
+
+@lru_cache(maxsize=1024)
+def _parse_interleaved(label_lists: tuple[tuple[Hashable, ...], ...], output: "tuple[Hashable, ...] | None",
+                       shapes: tuple[tuple[int, ...], ...]) -> Parsed:
     text = "interleaved einsum"
     terms = [["..." if lab is Ellipsis else lab for lab in labs] for labs in label_lists]
     for i, t in enumerate(terms):
