@@ -97,11 +97,14 @@ def tse_steps(tse, args: list, plan, device: str):
                 live.pop(p)
             terms = [_labels_of(step, "a"), _labels_of(step, "b")]
         else:
-            inputs, terms = [live.pop(step.src)], [step.labels]
+            inputs, terms = [live[step.src] if step.in_place else live.pop(step.src)], [step.labels]
         names = {lab: string.ascii_letters[i] for i, lab in enumerate(dict.fromkeys(sum(terms, ())))}
         eq = ",".join("".join(names[x] for x in t) for t in terms) + "->" + "".join(names[x] for x in step.result)
         values, _ = tse.log_viterbi_einsum_forward(tse.compile_equation(eq), *inputs)
-        live.append(values)
+        if isinstance(step, Pair) or not step.in_place:
+            live.append(values)
+        else:
+            live[step.src] = values
     return live[0].permute(*plan.final) if plan.final else live[0]
 
 

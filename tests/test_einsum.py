@@ -208,6 +208,78 @@ def test_only_views_reach_the_product_when_groups_are_contiguous(monkeypatch):
     assert seen and np.shares_memory(seen[0][0], a) and np.shares_memory(seen[0][1], b)
 
 
+def test_explicit_paths_name_the_callers_operands_even_after_a_reduction():
+    rng = np.random.default_rng(8)
+    a, b, c = rng.standard_normal((3, 4, 6)), rng.standard_normal((4, 5)), rng.standard_normal((5, 2))
+    want = tg.einsum("ijx,jk,kl->il", a, b, c)  # x is reduced in place, first
+    plan = einsum_plan("ijx,jk,kl->il", a, b, c, optimize=[(1, 2), (0, 1)])
+    assert [type(s).__name__ for s in plan.steps] == ["Reduce", "Pair", "Pair"]
+    assert (plan.steps[1].left, plan.steps[1].right) == (1, 2)  # b and c, as the caller named them
+    np.testing.assert_array_equal(tg.einsum("ijx,jk,kl->il", a, b, c, optimize=[(1, 2), (0, 1)]), want)
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_extremes_saturate_as_the_products_do(semiring, dtype):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(9)
+    values = np.array([info.min, info.min + 1, -1, 0, 1, info.max - 1, info.max], dtype=dtype)
+    a, b = rng.choice(values, size=(3, 4)), rng.choice(values, size=(4, 2))
+    np.testing.assert_array_equal(tg.einsum("ij,jk->ik", a, b, semiring=semiring),
+                                  naive_einsum("ij,jk->ik", a, b, semiring=semiring))
+    np.testing.assert_array_equal(tg.einsum("ij->j", a, semiring=semiring), naive_einsum("ij->j", a, semiring=semiring))
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_reductions_follow_the_naive_rule_with_nan_inf_and_ties(semiring, dtype):
+    from tropical_gemm.einsum.lower import reduce_rows_cpu
+    from tropical_gemm.semirings import get_semiring
+
+    rng = np.random.default_rng(10)
+    x = rng.integers(-2, 2, size=(9, 7)).astype(dtype)
+    x[1] = np.nan
+    x[2, ::2] = np.nan
+    x[3] = -np.inf
+    x[4] = np.inf
+    x[5, 3] = -0.0
+    x[6] = 0.0
+    values, idx = reduce_rows_cpu(x, get_semiring(semiring))
+    zero = zero_of(semiring, x.dtype)
+    for r in range(x.shape[0]):
+        best, arg = zero, -1
+        for k in range(x.shape[1]):
+            if _strictly_better(semiring, x[r, k].item(), best):
+                best, arg = x[r, k].item(), k
+        assert (values[r], idx[r]) == (best, arg), (r, values[r], idx[r], best, arg)
+        assert best != 0 or not np.signbit(values[r]), r  # a zero result is +0.0
+
+
+def test_a_step_never_holds_the_broadcast_of_its_inputs():
+    import tracemalloc
+
+    a, b = np.ones((4, 96, 96)), np.ones((4, 96, 96))
+    tg.einsum("bij,bjk->bik", a, b)
+    tracemalloc.start()
+    tg.einsum("bji,bjk->bik", a, b, return_configuration=True)  # a needs one permuted copy
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    broadcast = 4 * 96**3 * 8
+    assert peak < broadcast / 8, (peak, broadcast)
+
+
+def test_cotengra_is_used_when_installed_and_named_when_not():
+    ops = [np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 2))]
+    try:
+        import cotengra  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install cotengra"):
+            tg.einsum("ij,jk,kl->il", *ops, optimize="cotengra")
+    else:
+        np.testing.assert_array_equal(tg.einsum("ij,jk,kl->il", *ops, optimize="cotengra"),
+                                      tg.einsum("ij,jk,kl->il", *ops))
+
+
 # ---------------------------------------------------------------------- errors
 
 
@@ -277,6 +349,16 @@ def test_torch_reductions_and_diagonals_route_the_gradient_to_the_winner():
     x.grad = None
     tg.einsum("ii->", x).backward()
     assert x.grad.tolist() == [[1, 0, 0], [0, 0, 0], [0, 0, 0]]  # diagonal 1, -1, 0
+
+
+@pytest.mark.torch
+def test_torch_integers_and_every_dtype_match_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    for dtype in ("float32", "float64", "int32", "int64"):
+        xs = [small_ints(rng, s, dtype, "max_plus") for s in [(3, 4), (4, 4, 5), (5,)]]
+        got = tg.einsum("ij,jjk,k->i", *map(torch.from_numpy, xs))
+        np.testing.assert_array_equal(got.numpy(), tg.einsum("ij,jjk,k->i", *xs))
 
 
 @pytest.mark.torch

@@ -147,7 +147,7 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     sr = get_semiring(semiring)
     plan = make_plan(parsed, _optimize_key(optimize))
     if kind == "torch":
-        from .torch_bridge import TorchOps, from_host, to_host
+        from .torch_bridge import TorchOps
 
         lowering: Any = TorchOps
     else:
@@ -155,16 +155,22 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     result, argmaxes = execute(plan, parsed, ops, lowering, sr, return_configuration)
     if not return_configuration:
         return result
+    return result, _configuration(kind, plan, parsed, result, argmaxes, sr)
+
+
+def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes: list[Any], sr: Semiring) -> dict:
+    """The backtracked configuration, as arrays of the operands' library (walked on the host)."""
     if kind == "cpu":
-        return result, backtrack.walk(plan, parsed, argmaxes, result == sr.zero(result.dtype))
+        return backtrack.walk(plan, parsed, argmaxes, result == sr.zero(result.dtype))
     if kind == "cuda":
         import cupy
 
-        host = cupy.asnumpy
-        upload = cupy.asarray
+        host, upload = cupy.asnumpy, cupy.asarray
     else:
+        from .torch_bridge import from_host, to_host
+
         host, upload = to_host, (lambda v: from_host(v, result))
     values = host(result)
     config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), values == sr.zero(values.dtype))
-    return result, {name: upload(v) for name, v in config.items()}
+    return {name: upload(v) for name, v in config.items()}
 

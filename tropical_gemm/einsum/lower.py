@@ -170,7 +170,10 @@ def execute(plan: Plan, parsed: Parsed, operands: list[Any], ops: Any, semiring:
                 live.pop(p)
             values, idx = run_pair(ops, step, a, b, semiring, want_argmax)
         else:
-            values, idx = run_reduce(ops, step, live.pop(step.src), semiring)
-        live.append(values)
+            values, idx = run_reduce(ops, step, live[step.src] if step.in_place else live.pop(step.src), semiring)
+        if isinstance(step, Reduce) and step.in_place:
+            live[step.src] = values
+        else:
+            live.append(values)
         argmaxes.append(idx if want_argmax else None)
     return permuted(live[0], plan.final), argmaxes

@@ -23,7 +23,10 @@ class Reduce:
     """⊕ over ``reduced`` of live operand ``src`` (labelled ``labels``), keeping ``kept``, in that order.
 
     Lowered as: permute to ``perm`` (kept then reduced), view as ``(R, K)``
-    = ``shape2``, reduce each row, view the result as ``out_shape``.
+    = ``shape2``, reduce each row, view the result as ``out_shape``.  An
+    ``in_place`` step (a reduction before the path) puts its result where
+    its operand was, so that an explicit path's positions still name the
+    caller's operands; the others append it, as opt_einsum's steps do.
     """
 
     src: int
@@ -34,6 +37,7 @@ class Reduce:
     shape2: tuple[int, int]
     out_shape: tuple[int, ...]
     k_sizes: tuple[int, ...]
+    in_place: bool = False
 
     @property
     def result(self) -> tuple[int, ...]:
@@ -87,14 +91,15 @@ def make_pair(i: int, j: int, a: tuple[int, ...], b: tuple[int, ...], keep: set[
                 k_sizes=tuple(sizes[x] for x in con))
 
 
-def make_reduce(src: int, labels: tuple[int, ...], keep: set[int], sizes: tuple[int, ...]) -> Reduce:
+def make_reduce(src: int, labels: tuple[int, ...], keep: set[int], sizes: tuple[int, ...],
+                in_place: bool = False) -> Reduce:
     kept = tuple(x for x in labels if x in keep)
     reduced = tuple(x for x in labels if x not in keep)
     return Reduce(src, labels, kept, reduced,
                   perm=tuple(labels.index(x) for x in kept + reduced),
                   shape2=(_prod(sizes, kept), _prod(sizes, reduced)),
                   out_shape=tuple(sizes[x] for x in kept),
-                  k_sizes=tuple(sizes[x] for x in reduced))
+                  k_sizes=tuple(sizes[x] for x in reduced), in_place=in_place)
 
 
 @dataclass(frozen=True)
@@ -138,20 +143,18 @@ def _pop(live: list[tuple[int, ...]], positions: tuple[int, ...]) -> None:
 
 def _reduce_once_seen(live: list[tuple[int, ...]], output: tuple[int, ...], sizes: tuple[int, ...],
                       steps: list) -> None:
-    """Reduce, first, every label seen by one operand only and absent from the output.
+    """Reduce, first and in place, every label seen by one operand only and absent from the output.
 
     Reducing early is never more work than carrying the label into a product,
     and it means every product's operands hold only labels that are kept or
-    contracted.  Each reduction consumes its operand and appends its result,
-    as every step does, so each original operand is visited exactly once.
+    contracted.
     """
-    pos = 0
-    for _ in range(len(live)):
+    for pos, labels in enumerate(live):
         keep = _needed(live, {pos}, output)
-        if all(x in keep for x in live[pos]):
-            pos += 1
-            continue
-        _reduce(live, pos, keep, sizes, steps)
+        if not all(x in keep for x in labels):
+            step = make_reduce(pos, labels, keep, sizes, in_place=True)
+            steps.append(step)
+            live[pos] = step.result
 
 
 def _reduce(live: list[tuple[int, ...]], pos: int, keep: set[int], sizes: tuple[int, ...], steps: list) -> None:
