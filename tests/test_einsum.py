@@ -293,6 +293,8 @@ def test_cotengra_is_used_when_installed_and_named_when_not():
     ("i..j->i", [(2, 3)], r"lone '\.'"),
     ("ij->i->j", [(2, 3)], r"'->' must appear at most once"),
     ("...i,...i->...", [(2, 3), (4, 3)], r"do not broadcast"),
+    ("...ijk->i", [(2, 3)], r"operand 0 has 2 dimension\(s\) but its subscripts '...ijk' name 3 or more"),
+    ("ij,jk->ik", [(2, 3), (3,)], r"operand 1 has 1 dimension\(s\) but its subscripts 'jk' name 2"),
 ])
 def test_errors_name_the_problem(subscripts, shapes, message):
     with pytest.raises(ValueError, match=message):

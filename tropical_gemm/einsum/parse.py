@@ -92,10 +92,10 @@ def _split_subscripts(subscripts: str, n_operands: int) -> tuple[list[str], "str
 
 def _ellipsis_dims(terms: list[list[str]], shapes: Sequence[tuple[int, ...]], text: str) -> list[int]:
     """The broadcast sizes of the ``...`` dimensions (numpy's right-aligned rule)."""
-    width = max([len(s) - (len(t) - 1) for t, s in zip(terms, shapes) if "..." in t], default=0)
+    width = max([len(s) - (len(t) - 1) for t, s in zip(terms, shapes) if "..." in t] + [0])
     dims = [1] * width
     for i, (t, s) in enumerate(zip(terms, shapes)):
-        if "..." not in t:
+        if "..." not in t or len(s) < len(t) - 1:  # too few dims: _expand names that error
             continue
         own = s[t.index("...") : t.index("...") + len(s) - (len(t) - 1)]
         for d, size in enumerate(own, start=width - len(own)):
