@@ -435,3 +435,13 @@ def test_gpu_torch_gradients_match_cpu():
         grads.append([t.grad.cpu() for t in leaves])
     for g_cpu, g_gpu in zip(*grads):
         torch.testing.assert_close(g_cpu, g_gpu, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("module", ["tropical_gemm.einsum", "tropical_gemm.einsum.parse"])
+def test_docstring_examples_run(module):
+    import doctest
+    import sys
+
+    __import__(module)
+    failures, tried = doctest.testmod(sys.modules[module])
+    assert tried > 0 and failures == 0

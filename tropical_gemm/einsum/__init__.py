@@ -72,9 +72,9 @@ def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan
     Examples:
         >>> import numpy as np
         >>> from tropical_gemm.einsum import einsum_plan
-        >>> plan = einsum_plan("ij,jk,kl->il", np.ones((2, 3)), np.ones((3, 40)), np.ones((40, 5)))
-        >>> [type(step).__name__ for step in plan.steps], plan.path
-        (['Pair', 'Pair'], ((0, 1), (0, 1)))
+        >>> plan = einsum_plan("ij,jk,kl->il", np.ones((20, 3)), np.ones((3, 40)), np.ones((40, 5)))
+        >>> [type(step).__name__ for step in plan.steps], plan.path   # the 3x40 @ 40x5 product first: cheaper
+        (['Pair', 'Pair'], ((1, 2), (0, 1)))
     """
     parsed, _ = _parse(subscripts, operands)
     return make_plan(parsed, _optimize_key(optimize))
