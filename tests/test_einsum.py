@@ -445,3 +445,11 @@ def test_docstring_examples_run(module):
     __import__(module)
     failures, tried = doctest.testmod(sys.modules[module])
     assert tried > 0 and failures == 0
+
+
+def test_an_opt_einsum_optimizer_object_is_accepted():
+    import opt_einsum
+
+    ops = [np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4), np.arange(8.0).reshape(4, 2)]
+    got = tg.einsum("ij,jk,kl->il", *ops, optimize=opt_einsum.paths.DynamicProgramming())
+    np.testing.assert_array_equal(got, naive_einsum("ij,jk,kl->il", *ops))

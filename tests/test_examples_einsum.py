@@ -57,3 +57,8 @@ def test_gpu_versions_check_their_answers(script, argv):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert load(script[:-3]).CHECK in done.stdout
+
+
+def test_viterbi_is_the_same_in_either_order(capsys):
+    assert load("einsum_viterbi").main(["--steps", "200", "--states", "8", "--optimize", "auto"]) == 0
+    assert load("einsum_viterbi").main(["--steps", "200", "--states", "8", "--optimize", "fold"]) == 0

@@ -98,10 +98,12 @@ def _optimize_key(optimize: Any) -> Any:
         return "auto"
     if optimize is False or optimize is None:
         return "greedy"
+    if callable(optimize):  # an opt_einsum PathOptimizer (or any callable it accepts), cached by identity
+        return optimize
     if not isinstance(optimize, str):
         raise TypeError(
-            f"optimize must be an opt_einsum strategy name ('auto', 'greedy', 'optimal', ...), 'cotengra', "
-            f"or an explicit path such as [(0, 1), (0, 1)]; got {type(optimize).__name__}"
+            f"optimize must be an opt_einsum strategy name ('auto', 'greedy', 'optimal', ...) or optimizer, "
+            f"'cotengra', or an explicit path such as [(0, 1), (0, 1)]; got {type(optimize).__name__}"
         )
     return optimize
 
@@ -121,8 +123,8 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     (either, differentiable: gradients are those of the composed products,
     winner-take-all, and ``torch.compile`` traces it), all of one library and
     one dtype.  ``optimize`` is an opt_einsum strategy (``"auto"``,
-    ``"greedy"``, ``"optimal"``, ``"random-greedy"``, ...), ``"cotengra"``
-    (if installed), or an explicit path.
+    ``"greedy"``, ``"optimal"``, ``"random-greedy"``, ...) or optimizer
+    object, ``"cotengra"`` (if installed), or an explicit path.
 
     With ``return_configuration=True`` it returns ``(result, configuration)``:
     ``configuration[index]`` is an integer array shaped like the result

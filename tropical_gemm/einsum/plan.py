@@ -128,40 +128,59 @@ def unique_labels(parsed: Parsed) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _needed(live: list[tuple[int, ...]], skip: set[int], output: tuple[int, ...]) -> set[int]:
-    needed = set(output)
-    for pos, labels in enumerate(live):
-        if pos not in skip:
-            needed.update(labels)
-    return needed
+class Live:
+    """The live operands' labels, with how many of them (plus the output) hold each label.
+
+    The counts make "which of these labels does anything else still need"
+    cost the size of the operands asked about, not of the whole network, so
+    planning a 1000-tensor network stays linear in its steps.
+    """
+
+    def __init__(self, operands: tuple[tuple[int, ...], ...], output: tuple[int, ...]) -> None:
+        self.labels = list(operands)
+        self.counts: dict[int, int] = {}
+        for labels in (*operands, output):
+            self._count(labels, 1)
+
+    def _count(self, labels: tuple[int, ...], delta: int) -> None:
+        for x in labels:
+            self.counts[x] = self.counts.get(x, 0) + delta
+
+    def kept(self, positions: tuple[int, ...]) -> set[int]:
+        """The labels of these operands that another operand or the output still holds."""
+        mine: dict[int, int] = {}
+        for p in positions:
+            for x in self.labels[p]:
+                mine[x] = mine.get(x, 0) + 1
+        return {x for x, n in mine.items() if self.counts[x] > n}
+
+    def replace(self, pos: int, labels: tuple[int, ...]) -> None:
+        self._count(self.labels[pos], -1)
+        self.labels[pos] = labels
+        self._count(labels, 1)
+
+    def pop_append(self, positions: tuple[int, ...], labels: tuple[int, ...]) -> None:
+        """Remove these operands (opt_einsum's order: highest position first) and append their result."""
+        for p in sorted(positions, reverse=True):
+            self._count(self.labels.pop(p), -1)
+        self.labels.append(labels)
+        self._count(labels, 1)
 
 
-def _pop(live: list[tuple[int, ...]], positions: tuple[int, ...]) -> None:
-    for p in sorted(positions, reverse=True):
-        live.pop(p)
-
-
-def _reduce_once_seen(live: list[tuple[int, ...]], output: tuple[int, ...], sizes: tuple[int, ...],
-                      steps: list) -> None:
+def _reduce_once_seen(live: Live, sizes: tuple[int, ...], steps: list) -> None:
     """Reduce, first and in place, every label seen by one operand only and absent from the output.
 
     Reducing early is never more work than carrying the label into a product,
     and it means every product's operands hold only labels that are kept or
     contracted.
     """
-    for pos, labels in enumerate(live):
-        keep = _needed(live, {pos}, output)
+    for pos in range(len(live.labels)):
+        labels = live.labels[pos]
+        keep = live.kept((pos,))
         if not all(x in keep for x in labels):
             step = make_reduce(pos, labels, keep, sizes, in_place=True)
             steps.append(step)
-            live[pos] = step.result
-
-
-def _reduce(live: list[tuple[int, ...]], pos: int, keep: set[int], sizes: tuple[int, ...], steps: list) -> None:
-    step = make_reduce(pos, live[pos], keep, sizes)
-    steps.append(step)
-    live.pop(pos)
-    live.append(step.result)
+            live.replace(pos, step.result)
 
 
 def contraction_path(operands: tuple[tuple[int, ...], ...], output: tuple[int, ...], sizes: tuple[int, ...],
@@ -199,32 +218,32 @@ def make_plan(parsed: Parsed, optimize: Any) -> Plan:
     operands = unique_labels(parsed)
     if not operands:
         raise ValueError("einsum needs at least one operand")
-    live = list(operands)
+    live = Live(operands, parsed.output)
     steps: list[Reduce | Pair] = []
-    _reduce_once_seen(live, parsed.output, parsed.sizes, steps)
-    path = contraction_path(tuple(live), parsed.output, parsed.sizes, optimize)
-    _check_path(path, len(live))
+    _reduce_once_seen(live, parsed.sizes, steps)
+    path = contraction_path(tuple(live.labels), parsed.output, parsed.sizes, optimize)
+    _check_path(path, len(operands))
     for positions in path:
-        _apply(live, positions, parsed.output, parsed.sizes, steps)
-    return Plan(operands, tuple(steps), tuple(live[0].index(x) for x in parsed.output), tuple(path))
+        _apply(live, positions, parsed.sizes, steps)
+    return Plan(operands, tuple(steps), tuple(live.labels[0].index(x) for x in parsed.output), tuple(path))
 
 
-def _apply(live: list[tuple[int, ...]], positions: tuple[int, ...], output: tuple[int, ...],
-           sizes: tuple[int, ...], steps: list) -> None:
+def _apply(live: Live, positions: tuple[int, ...], sizes: tuple[int, ...], steps: list) -> None:
     """One path entry: a product of two operands, a reduction of one; longer entries pair up left to right."""
     if len(positions) == 1:
-        _reduce(live, positions[0], _needed(live, set(positions), output), sizes, steps)
+        step: Reduce | Pair = make_reduce(positions[0], live.labels[positions[0]], live.kept(positions), sizes)
+        steps.append(step)
+        live.pop_append(positions, step.result)
         return
     first, second, *rest = positions
-    step = make_pair(first, second, live[first], live[second], _needed(live, {first, second}, output), sizes)
+    step = make_pair(first, second, live.labels[first], live.labels[second], live.kept((first, second)), sizes)
     steps.append(step)
-    _pop(live, (first, second))
-    live.append(step.result)
+    live.pop_append((first, second), step.result)
     # Later positions of a longer entry move down past the two popped ones; each pairs with the last result.
     rest = [q - (q > first) - (q > second) for q in rest]
     while rest:
         q = rest.pop(0)
-        _apply(live, (q, len(live) - 1), output, sizes, steps)
+        _apply(live, (q, len(live.labels) - 1), sizes, steps)
         rest = [r - (r > q) for r in rest]
 
 
