@@ -167,7 +167,11 @@ def network_case(dev: Device, name: str, args: list, tse, repeats: int, check=No
         import torch
 
         sync = torch.cuda.synchronize if dev.name == "cuda" else (lambda: None)
-        theirs, want = timed(lambda: tse_steps(tse, args, plan, dev.name), sync, max(1, repeats // 2))
+        try:
+            theirs, want = timed(lambda: tse_steps(tse, args, plan, dev.name), sync, max(1, repeats // 2))
+        except RuntimeError as exc:  # torch's out-of-memory error is one: record it, keep the other rows
+            row["tse_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return row
         row.update(tse_seconds=theirs, speedup=theirs / ours,
                    identical=bool(np.array_equal(dev.get(value), want.cpu().numpy())))
     return row
