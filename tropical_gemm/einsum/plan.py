@@ -78,10 +78,13 @@ def _prod(sizes: tuple[int, ...], labels: tuple[int, ...]) -> int:
 def make_pair(i: int, j: int, a: tuple[int, ...], b: tuple[int, ...], keep: set[int], sizes: tuple[int, ...]) -> Pair:
     """The product of live operands ``i`` (labels ``a``) and ``j`` (labels ``b``), keeping ``keep``."""
     in_a, in_b = set(a), set(b)
-    batch = tuple(x for x in a if x in in_b and x in keep)
+    # The shared groups follow the larger operand's axis order, so that it (laid out in that order, as
+    # inputs and every intermediate are) needs no copy; only the smaller one may be permuted.
+    ref = a if _prod(sizes, a) >= _prod(sizes, b) else b
+    batch = tuple(x for x in ref if x in in_a and x in in_b and x in keep)
     left = tuple(x for x in a if x not in in_b)
     right = tuple(x for x in b if x not in in_a)
-    con = tuple(x for x in a if x in in_b and x not in keep)
+    con = tuple(x for x in ref if x in in_a and x in in_b and x not in keep)
     nb, m, n, k = (_prod(sizes, g) for g in (batch, left, right, con))
     return Pair(i, j, batch, left, right, con,
                 a_perm=tuple(a.index(x) for x in batch + left + con),
