@@ -13,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .api import matmul, matmul_backward
 from .dtypes import SUPPORTED_DTYPES
+from .einsum import einsum
 from .semirings import Semiring, get_semiring, semirings
 
 try:
@@ -35,6 +36,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "Semiring",
     "__version__",
+    "einsum",
     "get_semiring",
     "jit",
     "matmul",

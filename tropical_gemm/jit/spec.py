@@ -16,7 +16,8 @@ from ..dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
 from ..semirings import get_semiring, semirings
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
-                         "backward_ordered_b", "combine", "merge", "fill", "gather", "gather_index", "argmax_offset")
+                         "backward_ordered_b", "combine", "merge", "fill", "gather", "gather_index", "argmax_offset",
+                         "reduce")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
 scatter into both operands with atomics (the default: one launch); the
@@ -25,7 +26,8 @@ kernels around them, so that no product path makes CuPy compile a kernel of
 its own: ⊕ of K slices with their argmax (``combine``), of two partial
 products (``merge``, for Dask), the K = 0 result (``fill``), strided copies
 into contiguous buffers (``gather``; ``gather_index`` to int32) and a chunk's
-argmax moved to the product's k (``argmax_offset``).
+argmax moved to the product's k (``argmax_offset``); and the ⊕ of each row
+of a strided matrix with its argmax (``reduce``, einsum's single-operand steps).
 
 Examples:
     >>> from tropical_gemm.jit import OPS

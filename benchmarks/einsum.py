@@ -1,0 +1,321 @@
+"""Tropical einsum on the GPU or the CPU: the issue-17 cases, against torch-semiring-einsum in the same run.
+
+Cases (max_plus, float32; each timed warm, i.e. with the plan cached and the
+kernels loaded, as the median of a few runs, synchronised):
+
+* ``matmul-N``: "ij,jk->ik" with the argmax, against torch-semiring-einsum's
+  ``log_viterbi_einsum_forward`` (the same einsum with its argmax);
+* ``hmm``: Viterbi of a 1000-step, 64-state HMM with the path (configuration);
+* ``mis-60``, ``mis-120``: maximum independent set of random 3-regular graphs
+  with the set (configuration), independence checked;
+* ``chain-100``: a chain of 100 square matrices;
+* ``overhead-16``: host time per pairwise step on 16³ products (a chain of
+  101 matrices), next to one bare ``tropical_gemm.matmul`` call.
+
+torch-semiring-einsum contracts a whole einsum at once, so for the networks
+it runs each of our plan's steps (same order, same inputs), which is the
+best case for it; values must be identical.  Without it installed the
+comparison columns are skipped, with a note.  Writes
+``einsum-<device>-<date>.json`` and an SVG bar chart next to it.
+
+    python benchmarks/einsum.py [--device cuda|cpu] [--out DIR] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import statistics
+import string
+import sys
+import time
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+import tropical_gemm as tg  # noqa: E402
+from results_file import RESULTS, save_report  # noqa: E402
+from tropical_gemm.einsum import einsum_plan  # noqa: E402
+from tropical_gemm.einsum.plan import Pair  # noqa: E402
+
+
+class Device:
+    """Arrays and synchronisation for one side (numpy on the CPU, cupy on the GPU)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        if name == "cuda":
+            import cupy
+
+            self.xp, self.sync = cupy, cupy.cuda.Device().synchronize
+            self.label = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        else:
+            self.xp, self.sync, self.label = np, (lambda: None), f"cpu-{platform.machine()}"
+
+    def put(self, x: np.ndarray):
+        return self.xp.asarray(x)
+
+    def get(self, x) -> np.ndarray:
+        return x.get() if hasattr(x, "get") else np.asarray(x)
+
+
+def timed(fn, sync, repeats: int) -> tuple[float, object]:
+    """Median seconds of ``repeats`` warm runs (one untimed run first) and the last result."""
+    result = fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples), result
+
+
+def tse_module():
+    try:
+        import torch_semiring_einsum
+    except ImportError:
+        return None
+    return torch_semiring_einsum
+
+
+def tse_steps(tse, args: list, plan, device: str):
+    """Run our plan's steps with torch-semiring-einsum's max-plus einsum (same order, same inputs); the result."""
+    import torch
+
+    live = [torch.as_tensor(np.asarray(x), device=device) for x in args[0::2][: len(plan.operands)]]
+    for step in plan.steps:
+        if isinstance(step, Pair):
+            inputs = [live[step.left], live[step.right]]
+            for p in sorted((step.left, step.right), reverse=True):
+                live.pop(p)
+            terms = [_labels_of(step, "a"), _labels_of(step, "b")]
+        else:
+            inputs, terms = [live[step.src] if step.in_place else live.pop(step.src)], [step.labels]
+        names = {lab: string.ascii_letters[i] for i, lab in enumerate(dict.fromkeys(sum(terms, ())))}
+        eq = ",".join("".join(names[x] for x in t) for t in terms) + "->" + "".join(names[x] for x in step.result)
+        values, _ = tse.log_viterbi_einsum_forward(tse.compile_equation(eq), *inputs)
+        if isinstance(step, Pair) or not step.in_place:
+            live.append(values)
+        else:
+            live[step.src] = values
+    return live[0].permute(*plan.final) if plan.final else live[0]
+
+
+def _labels_of(step: Pair, side: str) -> tuple[int, ...]:
+    """The operand's own axis order, from the grouped order and the permutation that made it."""
+    grouped = step.batch + step.left_free + step.contracted if side == "a" else \
+        step.batch + step.contracted + step.right_free
+    perm = step.a_perm if side == "a" else step.b_perm
+    own = [0] * len(perm)
+    for g, axis in zip(grouped, perm):
+        own[axis] = g
+    return tuple(own)
+
+
+def case_matmul(dev: Device, n: int, tse, repeats: int) -> dict:
+    """Values alone, and with the configuration (the argmax, walked back), against torch-semiring-einsum's."""
+    rng = np.random.default_rng(n)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    da, db = dev.put(a), dev.put(b)
+    ours, values = timed(lambda: tg.einsum("ij,jk->ik", da, db), dev.sync, repeats)
+    with_config, got = timed(lambda: tg.einsum("ij,jk->ik", da, db, return_configuration=True), dev.sync, repeats)
+    row = {"case": f"matmul-{n}", "seconds": ours, "seconds_with_configuration": with_config}
+    if tse is not None:
+        import torch
+
+        ta, tb = (torch.as_tensor(x, device=dev.name) for x in (a, b))
+        eq = tse.compile_equation("ij,jk->ik")
+        sync = torch.cuda.synchronize if dev.name == "cuda" else (lambda: None)
+        theirs, want = timed(lambda: tse.log_viterbi_einsum_forward(eq, ta, tb), sync, max(1, repeats // 2))
+        row.update(tse_seconds=theirs, speedup=theirs / ours, speedup_with_configuration=theirs / with_config,
+                   identical=bool(np.array_equal(dev.get(values), want[0].cpu().numpy())
+                                  and np.array_equal(dev.get(got[0]), want[0].cpu().numpy())),
+                   same_argmax=bool(np.array_equal(dev.get(got[1]["j"]), want[1][..., 0].cpu().numpy())))
+    return row
+
+
+def left_fold(n: int) -> list[tuple[int, int]]:
+    """The path that folds operands into the running result from the left (each result is appended last)."""
+    return [(0, 1)] + [(0, n - 1 - t) for t in range(1, n - 1)]
+
+
+def network_case(dev: Device, name: str, args: list, tse, repeats: int, check=None, optimize="greedy") -> dict:
+    put = [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)]
+    t0 = time.perf_counter()
+    plan = einsum_plan(*args, optimize=optimize)
+    planning = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tg.einsum(*put, optimize=optimize, return_configuration=True)
+    dev.sync()
+    first = time.perf_counter() - t0
+    ours, (value, config) = timed(lambda: tg.einsum(*put, optimize=optimize, return_configuration=True),
+                                  dev.sync, repeats)
+    row = {"case": name, "seconds": ours, "planning_seconds": planning, "first_call_seconds": first,
+           "steps": len(plan.steps),
+           "largest_intermediate": max(int(np.prod(s.out_shape)) for s in plan.steps),
+           "value": float(dev.get(value)) if dev.get(value).size == 1 else None}
+    if check is not None:
+        row["checked"] = bool(check(float(dev.get(value)), {k: dev.get(v) for k, v in config.items()}))
+    if tse is not None and row["largest_intermediate"] <= 2**22:
+        import torch
+
+        sync = torch.cuda.synchronize if dev.name == "cuda" else (lambda: None)
+        try:
+            theirs, want = timed(lambda: tse_steps(tse, args, plan, dev.name), sync, max(1, repeats // 2))
+        except RuntimeError as exc:  # torch's out-of-memory error is one: record it, keep the other rows
+            row["tse_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return row
+        row.update(tse_seconds=theirs, speedup=theirs / ours,
+                   identical=bool(np.array_equal(dev.get(value), want.cpu().numpy())))
+    return row
+
+
+def hmm_args(steps: int, states: int) -> tuple[list, object]:
+    import einsum_viterbi as vit
+
+    hmm = vit.make_hmm(states, 16, steps, np.random.default_rng(0))
+    log_pi, log_a, log_e, obs = hmm
+    args: list = [(log_pi + log_e[:, obs[0]]).astype(np.float32), [0]]
+    for t, o in enumerate(obs[1:], start=1):
+        args += [(log_a + log_e[:, o][None, :]).astype(np.float32), [t - 1, t]]
+    want_score, want_path = vit.dp_viterbi(*hmm)
+
+    def check(value, config):
+        return [int(config[t]) for t in range(steps)] == want_path and abs(value - want_score) < 1e-2
+
+    return args + [[]], check
+
+
+def mis_args(vertices: int) -> tuple[list, object]:
+    import einsum_mis as mis
+
+    graph = nx.random_regular_graph(3, vertices, seed=0)
+    args = mis.network(graph, np)
+
+    def check(value, config):
+        chosen = {v for v in graph.nodes if int(config[v]) == 1}
+        return len(chosen) == int(value) and not any(graph.has_edge(u, v) for u in chosen for v in chosen)
+
+    return args, check
+
+
+def chain_args(length: int, n: int) -> list:
+    rng = np.random.default_rng(1)
+    args: list = []
+    for t in range(length):
+        args += [rng.standard_normal((n, n)).astype(np.float32), [t, t + 1]]
+    return args + [[0, length]]
+
+
+def overhead(dev: Device, calls: int) -> dict:
+    """Host time per pairwise step at 16³, warm, against one bare product call."""
+    args = chain_args(101, 16)
+    put = [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)]
+    # A left fold: each result is appended last, so it pairs the next matrix (now first) with the last.
+    path = left_fold(101)
+    a, b = put[0], put[2]
+    per_einsum, per_matmul = [], []
+    for _ in range(calls):  # interleaved rounds, best of each: robust to a shared, noisy host
+        per_einsum.append(timed(lambda: tg.einsum(*put, optimize=path), dev.sync, 1)[0])
+        per_matmul.append(timed(lambda: [tg.matmul(a, b) for _ in range(100)], dev.sync, 1)[0] / 100)
+    per_einsum, per_matmul = min(per_einsum), min(per_matmul)
+    return {"case": "overhead-16", "seconds_per_step": per_einsum / 100, "matmul_seconds_per_call": per_matmul,
+            "einsum_overhead_per_step": per_einsum / 100 - per_matmul}
+
+
+def run(device: str, quick: bool) -> dict:
+    dev = Device(device)
+    tse = tse_module()
+    gpu = device == "cuda"
+    repeats = 3 if quick else 5
+    rows = [case_matmul(dev, n, tse, repeats) for n in ((256, 1024, 2048) if gpu else (64, 256))]
+    args, check = hmm_args(1000, 64)
+    # opt_einsum's greedy cost (memory removed) ties vector-matrix with matrix-matrix steps on a chain and
+    # may pick the latter; Viterbi's own order is the left fold, given as an explicit path.
+    rows.append(network_case(dev, "hmm-1000x64", args, tse, repeats, check, optimize=left_fold(1000)))
+    for v in (60, 120):
+        args, check = mis_args(v)
+        rows.append(network_case(dev, f"mis-{v}", args, tse if (gpu or v == 60) else None, repeats, check))
+    rows.append(network_case(dev, "chain-100", chain_args(100, 256 if gpu else 64), tse, repeats))
+    rows.append(overhead(dev, 20 if quick else 50))
+    return {
+        "environment": {"device": dev.label, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                        "tropical_gemm": tg.__version__, "python": platform.python_version(),
+                        "torch_semiring_einsum": None if tse is None else getattr(tse, "__version__", "installed"),
+                        "note": None if tse is not None else
+                        "torch-semiring-einsum is not installed: comparison skipped (pip install torch-semiring-einsum)"},
+        "semiring": "max_plus", "dtype": "float32", "rows": rows,
+    }
+
+
+def table(report: dict) -> list[str]:
+    lines = [f"{'case':<14}{'ours (s)':>12}{'tse (s)':>12}{'speedup':>10}  identical  notes"]
+    for r in report["rows"]:
+        if r["case"] == "overhead-16":
+            lines.append(f"{'overhead-16':<14}{r['seconds_per_step']:>12.2e}{'':>12}{'':>10}  {'':9}  "
+                         f"bare matmul {r['matmul_seconds_per_call'] * 1e6:.1f} us, einsum adds "
+                         f"{r['einsum_overhead_per_step'] * 1e6:.1f} us per step")
+            continue
+        tse = f"{r['tse_seconds']:>12.3e}" if "tse_seconds" in r else f"{'-':>12}"
+        speed = f"{r['speedup']:>10.1f}" if "speedup" in r else f"{'-':>10}"
+        notes = ", ".join(f"{k}={r[k]:.4g}" if isinstance(r[k], float) else f"{k}={r[k]}"
+                          for k in ("checked", "largest_intermediate", "planning_seconds", "first_call_seconds",
+                                    "seconds_with_configuration", "speedup_with_configuration", "same_argmax")
+                          if k in r)
+        lines.append(f"{r['case']:<14}{r['seconds']:>12.3e}{tse}{speed}  {str(r.get('identical', '-')):9}  {notes}")
+    if report["environment"]["note"]:
+        lines.append(report["environment"]["note"])
+    return lines
+
+
+def svg(report: dict) -> str:
+    """Bars of our time and torch-semiring-einsum's per case, log scale, no plotting library needed."""
+    rows = [r for r in report["rows"] if "seconds" in r]
+    lo, hi = -6, 2
+    width, bar, gap, left = 640, 12, 14, 110
+    height = 40 + len(rows) * (2 * bar + gap)
+
+    def length(s: float) -> float:
+        return max(2.0, (np.log10(max(s, 10.0**lo)) - lo) / (hi - lo) * (width - left - 20))
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="11"><text x="10" y="16">tropical einsum vs torch-semiring-einsum, '
+             f'{report["environment"]["device"]} (seconds, log scale; shorter is faster)</text>']
+    y = 30
+    for r in rows:
+        parts.append(f'<text x="10" y="{y + bar}">{r["case"]}</text>')
+        parts.append(f'<rect x="{left}" y="{y}" width="{length(r["seconds"]):.1f}" height="{bar}" fill="#1f77b4"/>')
+        parts.append(f'<text x="{left + length(r["seconds"]) + 4:.1f}" y="{y + bar - 2}">{r["seconds"]:.2e}</text>')
+        if "tse_seconds" in r:
+            t = r["tse_seconds"]
+            parts.append(f'<rect x="{left}" y="{y + bar}" width="{length(t):.1f}" height="{bar}" fill="#ff7f0e"/>')
+            parts.append(f'<text x="{left + length(t) + 4:.1f}" y="{y + 2 * bar - 2}">{t:.2e} '
+                         f'({r["speedup"]:.0f}x)</text>')
+        y += 2 * bar + gap
+    parts.append(f'<text x="{left}" y="{height - 4}" fill="#1f77b4">tropical_gemm.einsum</text>'
+                 f'<text x="{left + 160}" y="{height - 4}" fill="#ff7f0e">torch-semiring-einsum</text></svg>')
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = parser.parse_args(argv)
+    report = run(args.device, args.quick)
+    path = save_report(report, args.out, "einsum", table(report))
+    path.with_suffix(".svg").write_text(svg(report))
+    print(f"wrote {path.with_suffix('.svg')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

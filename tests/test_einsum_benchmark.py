@@ -1,0 +1,53 @@
+"""benchmarks/einsum.py's own parts, on the CPU and tiny inputs: the GPU run is no place to find a typo."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tropical_gemm as tg
+from tropical_gemm.einsum import einsum_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("einsum_benchmark", ROOT / "benchmarks" / "einsum.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_left_fold_is_a_valid_chain_order(bench):
+    args = bench.chain_args(7, 3)
+    plan = einsum_plan(*args, optimize=bench.left_fold(7))
+    assert all(s.out_shape == (3, 3) for s in plan.steps)  # never an outer product of far-apart matrices
+    # float32 sums associate differently in another order: equal to rounding
+    np.testing.assert_allclose(tg.einsum(*args, optimize=bench.left_fold(7)), tg.einsum(*args), rtol=1e-6)
+
+
+def test_labels_of_undoes_the_grouping(bench):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((5, 2, 6, 3))
+    plan = einsum_plan(a, [0, 1, 2, 3], b, [3, 0, 4, 1], [0, 2, 4])
+    step = plan.steps[-1]
+    assert (bench._labels_of(step, "a"), bench._labels_of(step, "b")) == ((0, 1, 2, 3), (3, 0, 4, 1))
+
+
+def test_a_small_run_checks_and_reports(bench, tmp_path):
+    dev = bench.Device("cpu")
+    args, check = bench.mis_args(12)
+    row = bench.network_case(dev, "mis-12", args, bench.tse_module(), 1, check)
+    assert row["checked"] is True and row["value"] > 0
+    if "tse_seconds" in row:
+        assert row["identical"] is True
+    report = {"environment": {"device": "test", "date": "2026-01-01", "note": None}, "rows": [
+        row, bench.case_matmul(dev, 8, None, 1), bench.overhead(dev, 1)]}
+    assert any("mis-12" in line for line in bench.table(report))
+    assert bench.svg(report).startswith("<svg") and "mis-12" in bench.svg(report)

@@ -1,0 +1,178 @@
+"""Tropical einsum: tensor-network contractions over a semiring, with the winning configuration.
+
+``einsum`` parses the subscripts ([`parse`][tropical_gemm.einsum.parse]),
+asks opt_einsum for a contraction order ([`plan`][tropical_gemm.einsum.plan]),
+runs each pairwise step as one batched tropical product and each
+single-operand step as one reduction ([`lower`][tropical_gemm.einsum.lower]),
+and, if asked, walks the steps' argmaxes back to the winning value of every
+contracted index ([`backtrack`][tropical_gemm.einsum.backtrack]).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import canonical_dtype
+from ..engines import array_kind
+from ..semirings import Semiring, get_semiring
+from . import backtrack
+from .lower import array_ops, execute
+from .parse import Parsed, parse_interleaved, parse_subscripts, split_interleaved
+from .plan import Plan, make_plan
+
+__all__ = ["einsum", "einsum_plan"]
+
+
+def _library(x: object) -> str:
+    """"torch", "cuda" (cupy and other device arrays) or "cpu" (numpy and other host array-likes)."""
+    if type(x).__module__.split(".")[0] == "torch":
+        return "torch"
+    return array_kind(x)
+
+
+def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
+    """One array library and one supported dtype for all operands, or an error naming both."""
+    if not operands:
+        raise ValueError("einsum needs at least one operand")
+    kinds = [_library(x) for x in operands]
+    if len(set(kinds)) > 1:
+        described = ", ".join(f"operand {i}: {type(x).__module__}.{type(x).__name__}" for i, x in enumerate(operands))
+        raise TypeError(f"einsum operands mix array libraries ({described}); convert them to one library first")
+    kind = kinds[0]
+    if kind == "cpu":
+        operands = [np.asarray(x) for x in operands]
+    elif kind == "cuda":
+        from ..engines import cuda
+
+        operands = [cuda.as_array(x) for x in operands]
+    dtypes = [x.dtype for x in operands]
+    if kind == "torch":
+        _check_torch_dtype(dtypes[0])
+    else:
+        canonical_dtype(dtypes[0])
+    if any(d != dtypes[0] for d in dtypes):
+        listed = ", ".join(f"operand {i}: {d}" for i, d in enumerate(dtypes))
+        raise TypeError(f"einsum operands have different dtypes ({listed}); cast them to one, e.g. x.astype(...)")
+    return kind, operands
+
+
+def _check_torch_dtype(dtype: Any) -> None:
+    """torch dtypes are checked against the torch bridge's table (no numpy dtype, which torch.compile cannot trace)."""
+    from ..torch import _SUPPORTED
+
+    if dtype not in _SUPPORTED:
+        raise TypeError(f"unsupported dtype {dtype}; supported: {', '.join(str(t) for t in _SUPPORTED)}")
+
+
+def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan:
+    """The plan ``einsum`` would run for these arguments: its steps and opt_einsum's path.
+
+    Examples:
+        >>> import numpy as np
+        >>> from tropical_gemm.einsum import einsum_plan
+        >>> plan = einsum_plan("ij,jk,kl->il", np.ones((20, 3)), np.ones((3, 40)), np.ones((40, 5)))
+        >>> [type(step).__name__ for step in plan.steps], plan.path   # the 3x40 @ 40x5 product first: cheaper
+        (['Pair', 'Pair'], ((1, 2), (0, 1)))
+    """
+    parsed, _ = _parse(subscripts, operands)
+    return make_plan(parsed, _optimize_key(optimize))
+
+
+def _parse(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any]]:
+    if isinstance(subscripts, str):
+        ops = list(operands)
+        return parse_subscripts(subscripts, tuple(tuple(int(d) for d in np.shape(x)) for x in ops)), ops
+    ops, label_lists, output = split_interleaved([subscripts, *operands])
+    return parse_interleaved(label_lists, tuple(tuple(int(d) for d in np.shape(x)) for x in ops), output), ops
+
+
+def _optimize_key(optimize: Any) -> Any:
+    """``optimize`` in a hashable form: explicit paths become tuples of tuples."""
+    if isinstance(optimize, (list, tuple)):
+        if optimize and optimize[0] == "einsum_path":  # numpy.einsum_path's format
+            optimize = optimize[1:]
+        return tuple(tuple(int(p) for p in step) for step in optimize)
+    if optimize is True:
+        return "auto"
+    if optimize is False or optimize is None:
+        return "greedy"
+    if callable(optimize):  # an opt_einsum PathOptimizer (or any callable it accepts), cached by identity
+        return optimize
+    if not isinstance(optimize, str):
+        raise TypeError(
+            f"optimize must be an opt_einsum strategy name ('auto', 'greedy', 'optimal', ...) or optimizer, "
+            f"'cotengra', or an explicit path such as [(0, 1), (0, 1)]; got {type(optimize).__name__}"
+        )
+    return optimize
+
+
+def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_plus", optimize: Any = "auto",
+           return_configuration: bool = False):
+    """Tropical einsum: ``⊕`` over every index missing from the output of the ``⊗`` of the operands.
+
+    ``einsum("ij,jk->ik", a, b)`` is ``tropical_gemm.matmul(a, b)``;
+    ``"ij,jk,kl->il"`` chains products, ``"bij,bjk->bik"`` batches,
+    ``"ij->i"`` reduces, ``"ii->i"`` takes a diagonal, ``"...ij,...jk"``
+    broadcasts, and with no ``->`` the output is numpy's (indices seen once,
+    sorted).  numpy's interleaved form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``
+    takes any hashable labels, for networks with more indices than letters.
+
+    Operands are numpy arrays (CPU engine), cupy arrays (GPU) or torch tensors
+    (either, differentiable: gradients are those of the composed products,
+    winner-take-all, and ``torch.compile`` traces it), all of one library and
+    one dtype.  ``optimize`` is an opt_einsum strategy (``"auto"``,
+    ``"greedy"``, ``"optimal"``, ``"random-greedy"``, ...) or optimizer
+    object, ``"cotengra"`` (if installed), or an explicit path.
+
+    With ``return_configuration=True`` it returns ``(result, configuration)``:
+    ``configuration[index]`` is an integer array shaped like the result
+    holding, for each output element, the value of that contracted index in
+    the winning term (the Viterbi path, the MAP assignment, the independent
+    set).  Ties go to the smallest index at every step, so the answer is
+    deterministic and the same on CPU and GPU; where an output element is
+    the semiring's zero nothing wins and every index reads -1.
+
+    Examples:
+        >>> import numpy as np, tropical_gemm as tg
+        >>> a, b = np.array([[0., 5.], [1., 1.]]), np.array([[0., 0.], [2., 0.]])
+        >>> tg.einsum("ij,jk->ik", a, b)
+        array([[7., 5.],
+               [3., 1.]])
+        >>> value, config = tg.einsum("ij,jk->", a, b, return_configuration=True)
+        >>> value, {name: int(v) for name, v in config.items()}   # 5 + 2, won by i=0, j=1, k=0
+        (array(7.), {'i': 0, 'j': 1, 'k': 0})
+    """
+    parsed, ops = _parse(subscripts, operands)
+    kind, ops = _check_operands(ops)
+    sr = get_semiring(semiring)
+    plan = make_plan(parsed, _optimize_key(optimize))
+    if kind == "torch":
+        from .torch_bridge import TorchOps
+
+        lowering: Any = TorchOps
+    else:
+        lowering = array_ops(kind)
+    result, argmaxes = execute(plan, parsed, ops, lowering, sr, return_configuration)
+    if not return_configuration:
+        return result
+    return result, _configuration(kind, plan, parsed, result, argmaxes, sr)
+
+
+def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes: list[Any], sr: Semiring) -> dict:
+    """The backtracked configuration, as arrays of the operands' library (walked on the host)."""
+    if kind == "cpu":
+        return backtrack.walk(plan, parsed, argmaxes, result == sr.zero(result.dtype))
+    if kind == "cuda":
+        import cupy
+
+        host, upload = cupy.asnumpy, cupy.asarray
+    else:
+        from .torch_bridge import from_host, to_host
+
+        host, upload = to_host, (lambda v: from_host(v, result))
+    values = host(result)
+    config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), values == sr.zero(values.dtype))
+    return {name: upload(v) for name, v in config.items()}
+
