@@ -42,10 +42,6 @@ def argmax_dtype(k: int) -> np.dtype:
     return np.dtype(np.int32) if k < 2**31 else np.dtype(np.int64)
 
 
-def is_float(dtype: np.dtype) -> bool:
-    return np.dtype(dtype).kind == "f"
-
-
 def dtype_name(dtype: np.dtype) -> str:
     """The name of a supported dtype, without numpy's per-call string formatting."""
     return _SUPPORTED[dtype]

@@ -370,15 +370,14 @@ def _gather_winners(x_a: Tensor, x_b: Tensor, argmax: Tensor) -> tuple[Tensor, T
 def _winner_tangent(semiring: Semiring, a_w: Tensor, b_w: Tensor, ta_w: Tensor, tb_w: Tensor) -> Tensor:
     """How the winning candidate ``a ⊗ b`` moves when a and b move by ta, tb.
 
-    min/max pick the operand that ``matmul_backward`` routes to (A on ties,
-    NaN loses), matching the first-order gradient.
+    min/max pick the operand that ``matmul_backward`` routes to, by the one
+    tie rule (``Semiring.winner_is_a``), matching the first-order gradient.
     """
     if semiring.mul == "plus":
         return ta_w + tb_w
     if semiring.mul == "times":
         return ta_w * b_w + a_w * tb_w
-    a_wins = (a_w <= b_w) if semiring.mul == "min" else (a_w >= b_w)
-    return torch.where(a_wins | b_w.isnan(), ta_w, tb_w)
+    return torch.where(semiring.winner_is_a(a_w, b_w, torch.isnan), ta_w, tb_w)
 
 
 def _save_backward(ctx: Any, inputs: tuple, output: tuple) -> None:

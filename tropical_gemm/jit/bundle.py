@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from .. import __version__
+from .._version import __version__
 from .disk_cache import FORMAT_VERSION, DiskCache, EntryMetadata, payload_suffix
 
 BUNDLE_FORMAT = 1

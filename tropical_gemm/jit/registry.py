@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from .. import __version__
+from .._version import __version__
 from .compiler import Target, compile_program, nvrtc_version, resolve_target
 from .disk_cache import BuildOutcome, BuildRequest, DiskCache, default_cache
 from .source import kernel_options, kernel_source
