@@ -110,12 +110,12 @@ class Semiring:
             return (a >= b) | isnan(b)
         raise ValueError(f"{self.name} has ⊗ = {self.mul}: each candidate involves both operands")
 
-def _bottom(dt: np.dtype) -> np.generic:
-    return dt.type(-np.inf) if dt.kind == "f" else dt.type(np.iinfo(dt).min)
+def _bottom(dt: np.dtype) -> np.generic:  # floats (bfloat16's kind is "V") have infinities
+    return dt.type(np.iinfo(dt).min) if dt.kind == "i" else dt.type(-np.inf)
 
 
 def _top(dt: np.dtype) -> np.generic:
-    return dt.type(np.inf) if dt.kind == "f" else dt.type(np.iinfo(dt).max)
+    return dt.type(np.iinfo(dt).max) if dt.kind == "i" else dt.type(np.inf)
 
 
 CATALOGUE: tuple[Semiring, ...] = (
