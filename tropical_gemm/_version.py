@@ -7,3 +7,14 @@ installed distribution's metadata cannot disagree with it.
 """
 
 __version__ = "0.1.0"
+"""The version of the ``tropical-gemm-jit`` distribution.
+
+It is part of every kernel's cache key, so an upgrade never loads a kernel
+built from older sources.
+
+Examples:
+    >>> import tropical_gemm as tg
+    >>> from importlib.metadata import version
+    >>> tg.__version__ == version("tropical-gemm-jit")   # the installed metadata reads it from here
+    True
+"""

@@ -38,7 +38,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from . import api
-from .dtypes import argmax_dtype
+from .dtypes import argmax_dtype, common_dtype
 from .engines import array_kind
 from .semirings import Semiring, get_semiring
 from .shapes import product_shape
@@ -71,7 +71,7 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     """
     a, b = da.asarray(a), da.asarray(b)
     sr = get_semiring(semiring)
-    dtype = api._common_dtype(a, b)
+    dtype = common_dtype(a.dtype, b.dtype)
     _check_known_chunks(a, b)
     shape = product_shape(a.shape, b.shape)
     if array_kind(a._meta) != array_kind(b._meta):

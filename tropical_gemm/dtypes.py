@@ -47,6 +47,22 @@ def canonical_dtype(dtype: object) -> np.dtype:
     return dt
 
 
+def common_dtype(a: object, b: object) -> np.dtype:
+    """The operands' shared dtype; different dtypes are an error, never a silent cast.
+
+    Examples:
+        >>> from tropical_gemm.dtypes import common_dtype
+        >>> common_dtype("float32", "float64")
+        Traceback (most recent call last):
+        ...
+        TypeError: operands have different dtypes (float32 and float64); cast one explicitly, e.g. b.astype(a.dtype)
+    """
+    da, db = canonical_dtype(a), canonical_dtype(b)
+    if da != db:
+        raise TypeError(f"operands have different dtypes ({da} and {db}); cast one explicitly, e.g. b.astype(a.dtype)")
+    return da
+
+
 def is_half(dtype: np.dtype) -> bool:
     """float16 or bfloat16: stored in half precision, computed in float32."""
     return dtype.itemsize == 2 and dtype.name in HALF_DTYPES
