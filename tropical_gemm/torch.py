@@ -43,7 +43,7 @@ from . import api
 from .engines import cpu as cpu_engine
 from .dtypes import argmax_dtype
 from .semirings import Semiring, get_semiring
-from .shapes import product_shape
+from .shapes import NO_VECTORS, product_shape, promote_vectors
 
 __all__ = ["TropicalLinear", "tropical_matmul", "tropical_matmul_with_argmax"]
 
@@ -57,6 +57,8 @@ _SUPPORTED: dict[torch.dtype, str] = {
 #: Keyed by numpy dtype, not by name: ``np.dtype.name`` formats a string on every call (about 3 µs).
 _TORCH_INDEX_DTYPES = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}
 _NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {t: np.dtype(name) for t, name in _SUPPORTED.items()}
+#: Stored in half precision, computed in float32 and rounded once (exact: docs/semantics.md).
+_HALF = (torch.float16, torch.bfloat16)
 
 
 # ---------------------------------------------------------------- validation
@@ -520,9 +522,10 @@ def _needs_grad(a: Tensor, b: Tensor) -> bool:
 def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> Tensor:
     """Tropical product ``C[..., i, j] = ⊕_k a[..., i, k] ⊗ b[..., k, j]`` of two tensors.
 
-    Shapes broadcast as in ``torch.matmul`` for ndim >= 2, dtypes are
-    float32, float64, int32 or int64 (both the same), and both tensors sit on
-    one device (cpu or cuda).  Differentiable in ``a`` and ``b`` for float
+    Shapes broadcast as in ``torch.matmul`` (1-D operands included), dtypes
+    are float32, float64, int32, int64, float16 or bfloat16 (both the same;
+    the halves are computed in float32 and rounded once, which is exact), and
+    both tensors sit on one device (cpu or cuda).  Differentiable in ``a`` and ``b`` for float
     dtypes; the gradient of each ``C[i, j]`` goes through its winning ``k``
     as in [`matmul_backward`][tropical_gemm.matmul_backward].  When no gradient
     is needed (integers, ``torch.no_grad``, inputs without ``requires_grad``)
@@ -539,6 +542,8 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
         tensor([[0., 1.]])
     """
     _check_tensors(a, b)
+    if a.dtype in _HALF or b.dtype in _HALF or a.dim() == 1 or b.dim() == 1:
+        return _composite(a, b, semiring, with_argmax=False)
     name = _semiring_name(semiring)
     needs_grad = _needs_grad(a, b)
     if _plain_eager(a, b):
@@ -562,12 +567,39 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
         (tensor([[4.]]), tensor([[1]], dtype=torch.int32))
     """
     _check_tensors(a, b)
+    if a.dtype in _HALF or b.dtype in _HALF or a.dim() == 1 or b.dim() == 1:
+        return _composite(a, b, semiring, with_argmax=True)
     name = _semiring_name(semiring)
     if _plain_eager(a, b):
         if _needs_grad(a, b):
             return _eager_product(a, b, name, True)
         return _forward(a, b, name, with_argmax=True)
     return _matmul_with_argmax_op(a, b, name)
+
+
+def _composite(a: Tensor, b: Tensor, semiring: "str | Semiring", with_argmax: bool) -> Any:
+    """1-D operands and half precision, as torch ops around the product, so autograd and compile see through.
+
+    1-D operands are promoted and the result squeezed, as ``torch.matmul``
+    does.  float16 and bfloat16 widen to float32 and the values round once
+    back: the gradient then flows through both casts, summed in float32.
+    """
+    if a.dtype != b.dtype:
+        raise TypeError(
+            f"operands have different dtypes ({a.dtype} and {b.dtype}); cast one explicitly, e.g. b.to(a.dtype)"
+        )
+    a, b, vectors = promote_vectors(a, b)
+    storage = a.dtype
+    if storage in _HALF:
+        a, b = a.float(), b.float()
+    if with_argmax:
+        values, argmax = tropical_matmul_with_argmax(a, b, semiring)
+    else:
+        values, argmax = tropical_matmul(a, b, semiring), None
+    values = values.to(storage)
+    if vectors != NO_VECTORS:
+        values, argmax = vectors.squeeze(values), None if argmax is None else vectors.squeeze(argmax)
+    return (values, argmax) if with_argmax else values
 
 
 # -------------------------------------------------------------------- layer
