@@ -37,8 +37,8 @@ def product_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Product
     """
     if len(a_shape) < 2 or len(b_shape) < 2:
         raise ValueError(
-            f"tropical matmul needs operands with at least 1 dimension (1-D ones act as by numpy.matmul), "
-            f"got shapes {a_shape} and {b_shape}"
+            f"tropical matmul needs operands with at least 2 dimensions here, got shapes {a_shape} and {b_shape} "
+            "(tropical_gemm.matmul and tropical_gemm.torch take 1-D operands as numpy.matmul does)"
         )
     m, k = a_shape[-2:]
     k_b, n = b_shape[-2:]
@@ -104,9 +104,13 @@ def promote_vectors(a: Any, b: Any) -> tuple[Any, Any, Vectors]:
     """``numpy.matmul``'s rule for 1-D operands: ``a`` of shape (K,) acts as (1, K), ``b`` as (K, 1).
 
     Works on any array type that indexes with ``None`` (numpy, cupy, dask,
-    torch), and returns views.  0-D operands are left for ``product_shape``
-    to refuse.
+    torch), and returns views.  0-D operands are a ``ValueError``.
     """
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(
+            f"tropical matmul needs operands with at least 1 dimension, got shapes {tuple(a.shape)} and "
+            f"{tuple(b.shape)} (as numpy.matmul, it has no scalar form)"
+        )
     vectors = Vectors(a.ndim == 1, b.ndim == 1)
     if vectors == NO_VECTORS:
         return a, b, NO_VECTORS

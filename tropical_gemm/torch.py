@@ -75,7 +75,7 @@ def _check_operands(a: Tensor, b: Tensor, semiring: str) -> None:
         if t.dtype not in _SUPPORTED:
             raise TypeError(
                 f"tropical matmul does not support {label}.dtype={t.dtype}; supported dtypes are "
-                f"{', '.join(str(d) for d in _SUPPORTED)} (cast first, e.g. {label}.float())"
+                f"{', '.join(str(d) for d in (*_SUPPORTED, *_HALF))} (cast first, e.g. {label}.float())"
             )
     if a.dtype != b.dtype:
         raise TypeError(
