@@ -542,7 +542,7 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
         tensor([[0., 1.]])
     """
     _check_tensors(a, b)
-    if a.dtype in _HALF or b.dtype in _HALF or a.dim() == 1 or b.dim() == 1:
+    if a.dtype in _HALF or b.dtype in _HALF or a.dim() < 2 or b.dim() < 2:
         return _composite(a, b, semiring, with_argmax=False)
     name = _semiring_name(semiring)
     needs_grad = _needs_grad(a, b)
@@ -567,7 +567,7 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
         (tensor([[4.]]), tensor([[1]], dtype=torch.int32))
     """
     _check_tensors(a, b)
-    if a.dtype in _HALF or b.dtype in _HALF or a.dim() == 1 or b.dim() == 1:
+    if a.dtype in _HALF or b.dtype in _HALF or a.dim() < 2 or b.dim() < 2:
         return _composite(a, b, semiring, with_argmax=True)
     name = _semiring_name(semiring)
     if _plain_eager(a, b):
