@@ -194,9 +194,9 @@ def _memory_size(engine_name: str) -> int:
     """Physical host memory, or the current GPU's memory."""
     if engine_name == "cpu":
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    import cupy
+    from .engines import cupy_module
 
-    return int(cupy.cuda.runtime.memGetInfo()[1])
+    return int(cupy_module().cuda.runtime.memGetInfo()[1])
 
 
 def _size(nbytes: int) -> str:

@@ -183,7 +183,7 @@ def _field(graph: HighLevelGraph, name: str, index: int, chunks: tuple, meta: An
 def _chunk_product(a: Any, b: Any, sr: Semiring, k_start: int, idx_dtype: np.dtype | None):
     """One chunk product on ``a``'s device; its argmax moved from the block's own k to the global k."""
     b = _moved_to_device_of(a, b)
-    with _device_of(a):
+    with _current_device_for(a):
         if idx_dtype is None:
             return api.matmul(a, b, sr)
         c, idx = api.matmul(a, b, sr, argmax=True)
@@ -197,7 +197,7 @@ def _combine(earlier: Any, later: Any, add: str) -> Any:
     """⊕ of two partial results; neither holds NaN (the engines never return it), so max/min is exact."""
     later = _moved_to_device_of(earlier, later)
     xp = _array_module(earlier)
-    with _device_of(earlier):
+    with _current_device_for(earlier):
         return xp.maximum(earlier, later) if add == "max" else xp.minimum(earlier, later)
 
 
@@ -212,7 +212,7 @@ def _combine_with_argmax(earlier: tuple, later: tuple, add: str) -> tuple:
     (c1, i1), (c2, i2) = earlier, later
     c = _combine(c1, c2, add)
     i2 = _moved_to_device_of(c1, i2)
-    with _device_of(c1):
+    with _current_device_for(c1):
         return c, _array_module(c).where(c1 == c, i1, i2)
 
 
@@ -227,7 +227,7 @@ def _cupy_array(x: Any) -> bool:
     return cupy is not None and isinstance(x, cupy.ndarray)
 
 
-def _device_of(x: Any) -> contextlib.AbstractContextManager:
+def _current_device_for(x: Any) -> contextlib.AbstractContextManager:
     """``x``'s GPU as cupy's current device, for a cupy chunk: where its results are allocated and run.
 
     A thread of Dask's threaded scheduler has device 0 current whatever its

@@ -40,10 +40,10 @@ def narrow(engine_name: str, x32: Any, out: Any) -> None:
 
 def _widen_cuda(x: Any) -> Any:
     """The ``widen`` kernel over ``x``'s own strides, so a transposed view is read in place."""
-    import cupy
+    from .engines import cupy_module
 
     with x.device:
-        out = cupy.empty(x.shape, dtype=_FLOAT32)
+        out = cupy_module().empty(x.shape, dtype=_FLOAT32)
     _widen_into(x, out)
     return out
 

@@ -41,6 +41,7 @@ from torch.autograd import forward_ad
 
 from . import api
 from .engines import cpu as cpu_engine
+from .engines import cupy_module
 from .dtypes import argmax_dtype
 from .semirings import Semiring, get_semiring
 from .shapes import NO_VECTORS, product_shape, promote_vectors
@@ -155,12 +156,7 @@ def _cupy_view(t: Tensor) -> Any:
     return cp.ndarray(shape, dtype=dtype, memptr=cp.cuda.MemoryPointer(memory, 0), strides=strides)
 
 
-@cache
-def _cupy() -> Any:
-    """cupy, imported on first use so CPU-only installs never need it."""
-    import cupy
-
-    return cupy
+_cupy = cupy_module  # the one cupy import (tropical_gemm.engines.cupy_module)
 
 
 def _torch_allocator(nbytes: int) -> Any:
