@@ -70,13 +70,6 @@ def random_finite(rng: np.random.Generator, shape: tuple[int, ...], fmt: str, no
     return np.where(np.isfinite(values), values, 1.0)
 
 
-def as_numpy_half(x: np.ndarray, fmt: str) -> np.ndarray:
-    if fmt == "float16":
-        return x.astype(np.float16)
-    ml_dtypes = pytest.importorskip("ml_dtypes", reason="numpy holds bfloat16 only with ml_dtypes (the test extra)")
-    return x.astype(ml_dtypes.bfloat16)
-
-
 def float32_argmax(a: np.ndarray, b: np.ndarray, semiring: str) -> np.ndarray:
     """The documented argmax of a half product: the smallest k whose float32 candidate is the float32 best."""
     sr = tg.get_semiring(semiring)
@@ -88,20 +81,46 @@ def float32_argmax(a: np.ndarray, b: np.ndarray, semiring: str) -> np.ndarray:
     return np.argmax(cand == best[:, None, :], axis=1)
 
 
+def half_product(engine, a: np.ndarray, b: np.ndarray, semiring: str, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(C, argmax)`` of half operands holding the values of ``a`` and ``b``, on ``engine``, as float64/int.
+
+    bfloat16 goes as torch tensors (on the engine's device: cupy has no
+    bfloat16); numpy's bfloat16 (ml_dtypes) has its own test below.
+    """
+    if fmt == "bfloat16":
+        torch = pytest.importorskip("torch")
+        device = "cuda" if engine.name == "cuda" else "cpu"
+        ta, tb = (torch.tensor(x).to(device=device, dtype=torch.bfloat16) for x in (a, b))
+        c, idx = tg.matmul(ta, tb, semiring, argmax=True)
+        assert c.dtype == torch.bfloat16
+        return c.double().cpu().numpy(), idx.cpu().numpy()
+    c, idx = engine.get(*tg.matmul(*engine.put(a.astype(np.float16), b.astype(np.float16)), semiring, argmax=True))
+    assert c.dtype == np.float16
+    return c.astype(np.float64), idx
+
+
 @pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
 @pytest.mark.parametrize("semiring", tg.semirings())
 def test_half_products_are_the_exact_product_rounded_once(engine, fmt, semiring):
-    if engine.name == "cuda" and fmt == "bfloat16":
-        pytest.skip("cupy has no bfloat16 dtype; torch tensors carry bfloat16 to the GPU (tests/test_torch_half)")
     rng = np.random.default_rng(zlib.crc32(f"{fmt} {semiring}".encode()))
     non_negative = semiring == "max_mul"
     a = random_finite(rng, (7, 33), fmt, non_negative)
     b = random_finite(rng, (33, 6), fmt, non_negative)
-    ha, hb = as_numpy_half(a, fmt), as_numpy_half(b, fmt)
-    c, idx = tg.matmul(*engine.put(ha, hb), semiring, argmax=True)
-    c, idx = engine.get(c, idx)
-    assert c.dtype == ha.dtype and c.shape == (7, 6)
-    np.testing.assert_array_equal(c.astype(np.float64), exact_reference(a, b, semiring, fmt))
+    c, idx = half_product(engine, a, b, semiring, fmt)
+    assert c.shape == (7, 6)
+    np.testing.assert_array_equal(c, exact_reference(a, b, semiring, fmt))
+    np.testing.assert_array_equal(idx, float32_argmax(a, b, semiring))
+
+
+@pytest.mark.parametrize("semiring", tg.semirings())
+def test_numpy_bfloat16_arrays_run_on_the_cpu_engine(semiring):
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="numpy holds bfloat16 only with ml_dtypes (the test extra)")
+    rng = np.random.default_rng(zlib.crc32(f"numpy bfloat16 {semiring}".encode()))
+    a = random_finite(rng, (5, 21), "bfloat16", semiring == "max_mul")
+    b = random_finite(rng, (21, 4), "bfloat16", semiring == "max_mul")
+    c, idx = tg.matmul(a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16), semiring, argmax=True)
+    assert c.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(c.astype(np.float64), exact_reference(a, b, semiring, "bfloat16"))
     np.testing.assert_array_equal(idx, float32_argmax(a, b, semiring))
 
 
