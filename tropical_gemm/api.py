@@ -141,15 +141,21 @@ def matmul_backward(
     if vectors != NO_VECTORS:  # views: the gradients are C-contiguous, grad_c and argmax lose a size-1 axis
         grad_c, argmax = grad_c.reshape(shape.out_shape), argmax.reshape(shape.out_shape)
         grad_a, grad_b = grad_a.reshape(a.shape), grad_b.reshape(b.shape)
-    if is_half(dtype):
-        grad_c, a, b = (half.widen(engine.NAME, x) for x in (grad_c, a, b))
-        grads32 = engine.empty(a.shape, _FLOAT32, a), engine.empty(b.shape, _FLOAT32, b)
-        engine.backward(grad_c, a, b, argmax, sr, deterministic, *grads32)
-        for g32, g in zip(grads32, (grad_a, grad_b)):
-            half.narrow(engine.NAME, g32, g)
-    else:
-        engine.backward(grad_c, a, b, argmax, sr, deterministic, grad_a, grad_b)
+    _backward_into(engine, grad_c, a, b, argmax, sr, deterministic, (grad_a, grad_b))
     return returned
+
+
+def _backward_into(engine: Any, grad_c: Any, a: Any, b: Any, argmax: Any, sr: Semiring, deterministic: bool,
+                   grads: tuple[Any, Any]) -> None:
+    """The engine's backward into ``grads``; half-precision operands through float32, rounded once."""
+    if not is_half(a.dtype):
+        engine.backward(grad_c, a, b, argmax, sr, deterministic, *grads)
+        return
+    grad_c, a, b = (half.widen(engine.NAME, x) for x in (grad_c, a, b))
+    grads32 = engine.empty(a.shape, _FLOAT32, a), engine.empty(b.shape, _FLOAT32, b)
+    engine.backward(grad_c, a, b, argmax, sr, deterministic, *grads32)
+    for g32, g in zip(grads32, grads):
+        half.narrow(engine.NAME, g32, g)
 
 
 def _check_product_like(grad_c: Any, argmax: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:

@@ -6,7 +6,6 @@ The choice is made from the arrays' type alone, without importing cupy, so
 
 from __future__ import annotations
 
-from functools import cache
 from importlib import import_module
 from types import ModuleType
 
@@ -36,11 +35,11 @@ def select_engine(*arrays: object) -> ModuleType:
     return import_module(f"{__name__}.{kinds.pop()}")
 
 
-@cache
 def cupy_module() -> ModuleType:
     """cupy, imported on first use (CPU-only installs never need it), or an error saying how to install it.
 
-    The one place the library imports cupy for its engines and the torch bridge.
+    The one place the library imports cupy for its engines and the torch bridge.  Not cached: once
+    cupy is imported, ``import cupy`` is a dictionary lookup.
     """
     try:
         import cupy
