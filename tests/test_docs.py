@@ -142,3 +142,16 @@ def _has_diagram(page: Path) -> bool:
     parsed = _Page()
     parsed.feed(page.read_text(encoding="utf-8"))
     return parsed.diagrams
+
+
+def test_the_readme_says_whose_figures_they_are():
+    """Every README paragraph that quotes a time or a throughput names the machine, and readers are told
+    that theirs will differ (issue 19: a figure from another host read as a promise)."""
+    text = (ROOT / "README.md").read_text()
+    assert "your numbers will differ" in text.lower()
+    figure = re.compile(r"\b\d+(?:\.\d+)? ?(?:s|G ops/s)\b")
+    machine = re.compile(r"EPYC|Xeon|Zen|H100|H200|[0-9]-core")
+    paragraphs = [p for p in re.split(r"\n\s*\n", text) if figure.search(p) and not p.startswith(("```", "|"))]
+    assert paragraphs, "no figures found: the check is idle"
+    unnamed = [p[:80] for p in paragraphs if not machine.search(p)]
+    assert unnamed == []
