@@ -160,7 +160,8 @@ struct MaxMin {
   template <class T> __device__ static T mul_exact(T a, T b) { return op_min(a, b); }
   template <class T> __device__ static T mac(T acc, T a, T b) { return add(acc, mul_fast(a, b)); }
   template <class T> __device__ static bool tame(T) { return true; }
-  // Which operand the candidate took, for the gradient (A on ties).
+  // Which operand the candidate took, for the gradient: the tie rule of
+  // tropical_gemm/semirings.py (Semiring.winner_is_a), A on ties, NaN loses.
   template <class T> __device__ static bool winner_is_a(T a, T b) { return a <= b || b != b; }
 };
 

@@ -64,7 +64,7 @@ def test_max_plus_is_the_default_semiring():
 
 
 def test_supported_dtypes():
-    assert tg.SUPPORTED_DTYPES == ("float32", "float64", "int32", "int64")
+    assert tg.SUPPORTED_DTYPES == ("float32", "float64", "int32", "int64", "float16", "bfloat16")
 
 
 def test_argmax_widens_to_int64_only_for_huge_k():

@@ -1,8 +1,12 @@
-"""The examples in README.md and docs/ run, and print what their comments say."""
+"""The examples in README.md and docs/ run and print what their comments say; the site works offline."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -39,3 +43,115 @@ def test_example_runs_and_prints_what_it_says(code):
 
     exec(compile(code, "<doc>", "exec"), {"print": record, "__name__": "__doc_example__"})
     assert printed == expected_prints(code)
+
+
+# ------------------------------------------------------------ offline site
+
+#: Set by .ci/run to the site its docs build made; without it the test builds one (if mkdocs is installed).
+SITE_ENV = "TROPICAL_GEMM_DOCS_SITE"
+_EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
+_CSS_URL = re.compile(r"""(?:url\(\s*['"]?|@import\s+['"])([^'")\s]+)""", re.IGNORECASE)
+#: Attributes through which a page loads something (links a reader clicks, <a href>, load nothing).
+_LOADING = {("script", "src"), ("link", "href"), ("img", "src"), ("img", "srcset"), ("iframe", "src"),
+            ("source", "src"), ("source", "srcset"), ("video", "src"), ("audio", "src"), ("embed", "src"),
+            ("object", "data"), ("image", "href")}
+
+
+class _Page(HTMLParser):
+    """What one HTML page loads: attribute URLs, CSS in style blocks and attributes, and whether it has diagrams."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads: list[str] = []
+        self.scripts: list[str] = []
+        self.diagrams = False
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        for name, value in attrs:
+            if value is None:
+                continue
+            if (tag, name) in _LOADING:
+                self.loads += [part.split()[0] for part in value.split(",") if part.strip()] if "srcset" in name else [value]
+            if name == "style":
+                self.loads += _CSS_URL.findall(value)
+            if name == "class" and "mermaid" in value.split():
+                self.diagrams = True
+        if tag == "script":
+            self.scripts += [value for name, value in attrs if name == "src" and value]
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.loads += _CSS_URL.findall(data)
+
+
+def offline_problems(site: Path) -> list[str]:
+    """Each place the built site would reach another host, or draw a diagram without the vendored mermaid."""
+    problems = []
+    for page in sorted(site.rglob("*.html")):
+        parsed = _Page()
+        parsed.feed(page.read_text(encoding="utf-8"))
+        where = page.relative_to(site).as_posix()
+        problems += [f"{where} loads {url}" for url in parsed.loads if _EXTERNAL.match(url)]
+        if parsed.diagrams and not any(src.endswith("vendor/mermaid.min.js") for src in parsed.scripts):
+            problems.append(f"{where} has a mermaid diagram but does not load the vendored mermaid.min.js")
+    for sheet in sorted(site.rglob("*.css")):
+        problems += [f"{sheet.relative_to(site).as_posix()} loads {url}"
+                     for url in _CSS_URL.findall(sheet.read_text(encoding="utf-8")) if _EXTERNAL.match(url)]
+    return problems
+
+
+def test_the_offline_check_finds_what_a_page_would_fetch(tmp_path):
+    (tmp_path / "index.html").write_text(
+        '<link rel="preconnect" href="https://fonts.gstatic.com"><script src="//cdn.example/x.js"></script>'
+        '<a href="https://example.org/">a link loads nothing</a><img srcset="a.png 1x, https://e.org/b.png 2x">'
+        '<style>@import "https://fonts.googleapis.com/css";</style><div class="mermaid">graph TD</div>')
+    (tmp_path / "a.css").write_text("body { background: url('http://example.org/bg.png') }")
+    assert offline_problems(tmp_path) == [
+        "index.html loads https://fonts.gstatic.com", "index.html loads //cdn.example/x.js",
+        "index.html loads https://e.org/b.png", "index.html loads https://fonts.googleapis.com/css",
+        "index.html has a mermaid diagram but does not load the vendored mermaid.min.js",
+        "a.css loads http://example.org/bg.png",
+    ]
+
+
+def _built_site(tmp_path: Path) -> Path:
+    given = os.environ.get(SITE_ENV)
+    if given:
+        site = Path(given)
+        assert (site / "index.html").is_file(), f"{SITE_ENV}={given} holds no built site"
+        return site
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]'); "
+                                         ".ci/run runs this test after its docs build")
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                   cwd=ROOT, check=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    return tmp_path / "site"
+
+
+def test_the_built_site_loads_nothing_from_another_host(tmp_path):
+    site = _built_site(tmp_path)
+    assert offline_problems(site) == []
+    assert any(_has_diagram(p) for p in site.rglob("*.html")), "no page draws a diagram: the check is idle"
+
+
+def _has_diagram(page: Path) -> bool:
+    parsed = _Page()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    return parsed.diagrams
+
+
+def test_the_readme_says_whose_figures_they_are():
+    """Every README paragraph that quotes a time or a throughput names the machine, and readers are told
+    that theirs will differ (issue 19: a figure from another host read as a promise)."""
+    text = (ROOT / "README.md").read_text()
+    assert "your numbers will differ" in text.lower()
+    figure = re.compile(r"\b\d+(?:\.\d+)? ?(?:s|G ops/s)\b")
+    machine = re.compile(r"EPYC|Xeon|Zen|H100|H200|[0-9]-core")
+    paragraphs = [p for p in re.split(r"\n\s*\n", text) if figure.search(p) and not p.startswith(("```", "|"))]
+    assert paragraphs, "no figures found: the check is idle"
+    unnamed = [p[:80] for p in paragraphs if not machine.search(p)]
+    assert unnamed == []

@@ -15,9 +15,9 @@ def ones(engine, shape, dtype="float32"):
 # ------------------------------------------------------------------- shapes
 
 
-@pytest.mark.parametrize("shape_a,shape_b", [((3,), (3, 2)), ((2, 3), (3,)), ((), (1, 1)), ((3,), (3,))])
-def test_operands_need_two_dimensions(engine, shape_a, shape_b):
-    with pytest.raises(ValueError, match=r"at least 2 dimensions.*" + re_shape(shape_a)):
+@pytest.mark.parametrize("shape_a,shape_b", [((), (1, 1)), ((2, 2), ()), ((), ())])
+def test_operands_need_one_dimension(engine, shape_a, shape_b):
+    with pytest.raises(ValueError, match=r"at least 1 dimension.*no scalar form"):
         tg.matmul(ones(engine, shape_a), ones(engine, shape_b))
 
 
@@ -47,10 +47,10 @@ def test_mixed_dtypes_are_refused_not_promoted(engine, da, db):
         tg.matmul(ones(engine, (2, 3), da), ones(engine, (3, 2), db))
 
 
-@pytest.mark.parametrize("dtype", ["bool", "complex64", "complex128", "float16", "uint8", "uint32", "uint64",
-                                   "int8", "int16"])
+@pytest.mark.parametrize("dtype", ["bool", "complex64", "complex128", "uint8", "uint32", "uint64", "int8", "int16"])
 def test_unsupported_dtypes(engine, dtype):
-    with pytest.raises(TypeError, match=rf"unsupported dtype {dtype}; supported: float32, float64, int32, int64"):
+    with pytest.raises(TypeError, match=rf"unsupported dtype {dtype}; supported: float32, float64, int32, int64, "
+                                        "float16, bfloat16"):
         tg.matmul(ones(engine, (2, 3), dtype), ones(engine, (3, 2), dtype))
 
 
@@ -118,10 +118,10 @@ def test_out_must_be_writeable():
         tg.matmul(np.ones((2, 2), "float32"), np.ones((2, 2), "float32"), out=out)
 
 
-@pytest.mark.parametrize("out", [[[0.0, 0.0], [0.0, 0.0]], np.ma.zeros((2, 2))])
-def test_out_must_be_the_engines_own_array(out):
-    with pytest.raises(TypeError, match="out is a .*, but the operands run on the cpu engine"):
-        tg.matmul(np.ones((2, 2)), np.ones((2, 2)), out=out)
+def test_out_must_be_an_array_the_engine_writes():
+    with pytest.raises(TypeError, match="out is a builtins.list, but the operands run on the cpu engine, which "
+                                        "writes only into numpy arrays"):
+        tg.matmul(np.ones((2, 2)), np.ones((2, 2)), out=[[0.0, 0.0], [0.0, 0.0]])
 
 
 def test_out_is_one_array_without_argmax(engine):
@@ -214,7 +214,7 @@ def forward(engine, m=2, k=3, n=4, dtype="float32"):
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
 def test_backward_needs_float_operands(engine, dtype):
     c, a, b, idx = forward(engine, dtype=dtype)
-    with pytest.raises(TypeError, match=rf"needs float operands \(float32, float64\), got {dtype}"):
+    with pytest.raises(TypeError, match=rf"needs float operands \(float32, float64, float16, bfloat16\), got {dtype}"):
         tg.matmul_backward(c, a, b, idx)
 
 

@@ -205,7 +205,7 @@ def test_meta_tensors_infer_shapes_without_computing():
 # -------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.bool, torch.uint8, torch.complex64], ids=str)
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.complex64], ids=str)
 def test_unsupported_dtype_is_a_type_error(dtype):
     a = torch.zeros((2, 3), dtype=dtype)
     with pytest.raises(TypeError, match=f"does not support a.dtype={dtype}"):
@@ -225,8 +225,8 @@ def test_different_devices_are_a_value_error():
 def test_shape_errors_and_unknown_semirings_name_the_problem():
     with pytest.raises(ValueError, match="inner dimensions differ"):
         tgt.tropical_matmul(torch.zeros(2, 3), torch.zeros(4, 2))
-    with pytest.raises(ValueError, match="at least 2 dimensions"):
-        tgt.tropical_matmul(torch.zeros(3), torch.zeros(3, 2))
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        tgt.tropical_matmul(torch.zeros(()), torch.zeros(3, 2))
     with pytest.raises(ValueError, match="unknown semiring 'max_sum'"):
         tgt.tropical_matmul(torch.zeros(2, 3), torch.zeros(3, 2), "max_sum")
 

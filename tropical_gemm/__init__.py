@@ -6,31 +6,11 @@ dask only by ``tropical_gemm.dask``, and each CUDA kernel is compiled the
 first time it is needed, then cached on disk (see ``tropical_gemm.jit``).
 """
 
-from __future__ import annotations
-
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-
+from ._version import __version__
 from .api import matmul, matmul_backward
 from .dtypes import SUPPORTED_DTYPES
 from .einsum import einsum
 from .semirings import Semiring, get_semiring, semirings
-
-try:
-    __version__ = version("tropical-gemm-jit")
-    """The installed version of the ``tropical-gemm-jit`` distribution.
-
-    It is part of every kernel's cache key, so an upgrade never loads a kernel
-    built from older sources.
-
-    Examples:
-        >>> import tropical_gemm as tg
-        >>> from importlib.metadata import version
-        >>> tg.__version__ == version("tropical-gemm-jit")
-        True
-    """
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "SUPPORTED_DTYPES",
@@ -50,5 +30,8 @@ _LAZY_SUBMODULES = ("dask", "jit", "torch")
 def __getattr__(name: str):
     """Import ``tropical_gemm.dask``, ``.jit`` and ``.torch`` only when first used."""
     if name in _LAZY_SUBMODULES:
-        return import_module(f"{__name__}.{name}")
+        import importlib  # here, not at the top: a module-level name would show in dir(tropical_gemm)
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

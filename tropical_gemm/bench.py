@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .api import matmul
 
 SEMIRING = "max_plus"

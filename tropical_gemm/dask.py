@@ -38,7 +38,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from . import api
-from .dtypes import argmax_dtype
+from .dtypes import argmax_dtype, common_dtype
 from .engines import array_kind
 from .semirings import Semiring, get_semiring
 from .shapes import product_shape
@@ -71,7 +71,7 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     """
     a, b = da.asarray(a), da.asarray(b)
     sr = get_semiring(semiring)
-    dtype = api._common_dtype(a, b)
+    dtype = common_dtype(a.dtype, b.dtype)
     _check_known_chunks(a, b)
     shape = product_shape(a.shape, b.shape)
     if array_kind(a._meta) != array_kind(b._meta):
@@ -183,7 +183,7 @@ def _field(graph: HighLevelGraph, name: str, index: int, chunks: tuple, meta: An
 def _chunk_product(a: Any, b: Any, sr: Semiring, k_start: int, idx_dtype: np.dtype | None):
     """One chunk product on ``a``'s device; its argmax moved from the block's own k to the global k."""
     b = _moved_to_device_of(a, b)
-    with _device_of(a):
+    with _current_device_for(a):
         if idx_dtype is None:
             return api.matmul(a, b, sr)
         c, idx = api.matmul(a, b, sr, argmax=True)
@@ -203,7 +203,7 @@ def _combine(earlier: Any, later: Any, add: str) -> Any:
     """⊕ of two partial results; neither holds NaN (the engines never return it), so max/min is exact."""
     later = _moved_to_device_of(earlier, later)
     if _cupy_array(earlier):
-        with _device_of(earlier):
+        with _current_device_for(earlier):
             return _cuda_aux().merge(earlier, None, later, None, _ADD_SEMIRING[add])[0]
     return np.maximum(earlier, later) if add == "max" else np.minimum(earlier, later)
 
@@ -219,7 +219,7 @@ def _combine_with_argmax(earlier: tuple, later: tuple, add: str) -> tuple:
     (c1, i1), (c2, i2) = earlier, later
     if _cupy_array(c1):
         c2, i2 = _moved_to_device_of(c1, c2), _moved_to_device_of(c1, i2)
-        with _device_of(c1):
+        with _current_device_for(c1):
             return _cuda_aux().merge(c1, i1, c2, i2, _ADD_SEMIRING[add])
     c = _combine(c1, c2, add)
     return c, np.where(c1 == c, i1, i2)
@@ -241,7 +241,7 @@ def _cupy_array(x: Any) -> bool:
     return cupy is not None and isinstance(x, cupy.ndarray)
 
 
-def _device_of(x: Any) -> contextlib.AbstractContextManager:
+def _current_device_for(x: Any) -> contextlib.AbstractContextManager:
     """``x``'s GPU as cupy's current device, for a cupy chunk: where its results are allocated and run.
 
     A thread of Dask's threaded scheduler has device 0 current whatever its

@@ -8,20 +8,30 @@ from __future__ import annotations
 
 import numpy as np
 
-SUPPORTED_DTYPES: tuple[str, ...] = ("float32", "float64", "int32", "int64")
-"""The dtypes every semiring and engine accepts; both operands must have the same one.
+ENGINE_DTYPES: tuple[str, ...] = ("float32", "float64", "int32", "int64")
+"""The dtypes the engines and kernels compute in."""
+HALF_DTYPES: tuple[str, ...] = ("float16", "bfloat16")
+"""Stored in half precision, computed in float32 and rounded once (exact: see docs/semantics.md).
+
+numpy arrays hold bfloat16 through the ``ml_dtypes`` package (as JAX's do),
+torch tensors natively; cupy has float16 only.
+"""
+SUPPORTED_DTYPES: tuple[str, ...] = ENGINE_DTYPES + HALF_DTYPES
+"""The dtypes every semiring accepts; both operands must have the same one.
 
 Examples:
     >>> import tropical_gemm as tg
     >>> tg.SUPPORTED_DTYPES
-    ('float32', 'float64', 'int32', 'int64')
+    ('float32', 'float64', 'int32', 'int64', 'float16', 'bfloat16')
 """
 FLOAT_DTYPES: tuple[str, ...] = ("float32", "float64")
+"""The float dtypes the engines compute in (gradients exist for these and the halves)."""
 
 
 #: The supported dtypes themselves, so that the check on every call is one
 #: dict lookup (``np.dtype.name`` formats a string each time it is read).
-_SUPPORTED: dict[np.dtype, str] = {np.dtype(name): name for name in SUPPORTED_DTYPES}
+#: bfloat16 is not here: numpy knows it only once ``ml_dtypes`` is imported.
+_SUPPORTED: dict[np.dtype, str] = {np.dtype(name): name for name in (*ENGINE_DTYPES, "float16")}
 
 
 def canonical_dtype(dtype: object) -> np.dtype:
@@ -32,18 +42,40 @@ def canonical_dtype(dtype: object) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"unsupported dtype {dtype!r}; supported: {', '.join(SUPPORTED_DTYPES)}") from exc
-    if dt not in _SUPPORTED or not dt.isnative:
+    if not ((dt in _SUPPORTED and dt.isnative) or dt.name == "bfloat16"):
         raise TypeError(f"unsupported dtype {dt}; supported: {', '.join(SUPPORTED_DTYPES)}")
     return dt
+
+
+def common_dtype(a: object, b: object) -> np.dtype:
+    """The operands' shared dtype; different dtypes are an error, never a silent cast.
+
+    Examples:
+        >>> from tropical_gemm.dtypes import common_dtype
+        >>> common_dtype("float32", "float64")
+        Traceback (most recent call last):
+        ...
+        TypeError: operands have different dtypes (float32 and float64); cast one explicitly, e.g. b.astype(a.dtype)
+    """
+    da, db = canonical_dtype(a), canonical_dtype(b)
+    if da != db:
+        raise TypeError(f"operands have different dtypes ({da} and {db}); cast one explicitly, e.g. b.astype(a.dtype)")
+    return da
+
+
+def is_half(dtype: np.dtype) -> bool:
+    """float16 or bfloat16: stored in half precision, computed in float32."""
+    return dtype.itemsize == 2 and dtype.name in HALF_DTYPES
+
+
+def differentiable(dtype: np.dtype) -> bool:
+    """A float dtype of the library (gradients exist for these): float32, float64 or a half."""
+    return dtype.name in FLOAT_DTYPES or is_half(dtype)
 
 
 def argmax_dtype(k: int) -> np.dtype:
     """int32 indices, unless K is so large that an index needs 64 bits."""
     return np.dtype(np.int32) if k < 2**31 else np.dtype(np.int64)
-
-
-def is_float(dtype: np.dtype) -> bool:
-    return np.dtype(dtype).kind == "f"
 
 
 def dtype_name(dtype: np.dtype) -> str:

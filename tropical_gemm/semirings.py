@@ -10,10 +10,23 @@ up a semiring stays cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 from .dtypes import canonical_dtype
+
+
+#: The ⊕ operations, the ⊗ operations, and the (⊕, ⊗) pairs the engines implement.
+ADDS: tuple[str, ...] = ("max", "min")
+MULS: tuple[str, ...] = ("plus", "times", "min", "max")
+PAIRS: tuple[tuple[str, str], ...] = (("max", "plus"), ("min", "plus"), ("max", "times"), ("max", "min"),
+                                      ("min", "max"))
+
+#: The argmax tie rule, for every engine: ``argmax[i, j]`` is the smallest k
+#: whose candidate equals ``C[i, j]`` (a candidate wins only when strictly
+#: better, and a NaN candidate never is), -1 where ``C`` is the zero.
+ARGMAX_TIES = "smallest k wins; NaN loses"
 
 
 @dataclass(frozen=True)
@@ -21,10 +34,11 @@ class Semiring:
     """One semiring (S, ⊕, ⊗) as the library understands it.
 
     ``add`` is ⊕ and is always ``"max"`` or ``"min"``; ``mul`` is ⊗ and is one
-    of ``"plus"``, ``"times"``, ``"min"``, ``"max"``.  The zero is the identity
-    of ⊕ and absorbs ⊗; the one is the identity of ⊗.  ``grad_rule`` names how
-    ``matmul_backward`` routes the gradient of ``C[i, j]`` through its winning
-    ``k``; the semantics page of the docs spells each rule out.
+    of ``"plus"``, ``"times"``, ``"min"``, ``"max"``, and the pair is one of
+    the catalogue's (checked when the object is made: anything else is a
+    ``ValueError`` that lists the valid values).  The zero is the identity of
+    ⊕ and absorbs ⊗; the one is the identity of ⊗.  A semiring made here
+    under a new name computes exactly as the catalogue entry with its ⊕ and ⊗.
 
     Examples:
         >>> import tropical_gemm as tg
@@ -61,23 +75,47 @@ class Semiring:
         # ⊗ = min has identity +top; ⊗ = max has identity bottom.
         return _top(dt) if self.mul == "min" else _bottom(dt)
 
-    @property
-    def grad_rule(self) -> str:
-        """How the gradient of a winning candidate ``A[i,k] ⊗ B[k,j]`` is split."""
-        return {
-            "plus": "both operands receive the output gradient",
-            "times": "each operand receives the output gradient times the other operand",
-            "min": "the smaller operand receives it (A on ties)",
-            "max": "the larger operand receives it (A on ties)",
-        }[self.mul]
+    def __post_init__(self) -> None:
+        if self.add not in ADDS:
+            raise ValueError(f"Semiring add={self.add!r} is not valid; ⊕ must be one of {', '.join(ADDS)}")
+        if self.mul not in MULS:
+            raise ValueError(f"Semiring mul={self.mul!r} is not valid; ⊗ must be one of {', '.join(MULS)}")
+        if (self.add, self.mul) not in PAIRS:
+            valid = ", ".join(f"(add={a!r}, mul={m!r})" for a, m in PAIRS)
+            raise ValueError(f"Semiring (add={self.add!r}, mul={self.mul!r}) is not a supported semiring; "
+                             f"valid pairs are {valid}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Semiring name must be a non-empty string, got {self.name!r}")
+        if not (isinstance(self.aliases, tuple) and all(isinstance(a, str) for a in self.aliases)):
+            raise ValueError(f"Semiring aliases must be a tuple of strings, got {self.aliases!r}")
 
+    def winner_is_a(self, a: Any, b: Any, isnan: Callable[[Any], Any]) -> Any:
+        """Where ⊗ is min or max, whether the candidate ``a ⊗ b`` took A's value: THE tie rule.
 
-def _bottom(dt: np.dtype) -> np.generic:
-    return dt.type(-np.inf) if dt.kind == "f" else dt.type(np.iinfo(dt).min)
+        A wins ties, and NaN loses (as ``fmin``/``fmax`` ignore it), so the
+        gradient goes where the value came from.  ``a`` and ``b`` are arrays of
+        any library (numpy, torch) with its ``isnan``.  The CPU engine and the
+        torch layer call this; the CUDA preamble's ``winner_is_a`` is this
+        rule written in C (cuda_src/preamble.cuh points back here).
+
+        Examples:
+            >>> import numpy as np, tropical_gemm as tg
+            >>> a, b = np.array([1., 2., 2., np.nan]), np.array([2., 1., 2., 1.])
+            >>> tg.get_semiring("max_min").winner_is_a(a, b, np.isnan)   # A on the tie, NaN loses
+            array([ True, False,  True, False])
+        """
+        if self.mul == "min":
+            return (a <= b) | isnan(b)
+        if self.mul == "max":
+            return (a >= b) | isnan(b)
+        raise ValueError(f"{self.name} has ⊗ = {self.mul}: each candidate involves both operands")
+
+def _bottom(dt: np.dtype) -> np.generic:  # floats (bfloat16's kind is "V") have infinities
+    return dt.type(np.iinfo(dt).min) if dt.kind == "i" else dt.type(-np.inf)
 
 
 def _top(dt: np.dtype) -> np.generic:
-    return dt.type(np.inf) if dt.kind == "f" else dt.type(np.iinfo(dt).max)
+    return dt.type(np.iinfo(dt).max) if dt.kind == "i" else dt.type(np.inf)
 
 
 CATALOGUE: tuple[Semiring, ...] = (
@@ -100,6 +138,8 @@ for _s in CATALOGUE:
 
 
 _BY_NAME: dict[str, Semiring] = {n: s for s in CATALOGUE for n in (s.name, *s.aliases)}
+_BY_PAIR: dict[tuple[str, str], Semiring] = {(s.add, s.mul): s for s in CATALOGUE}
+_CANONICAL_IDS: frozenset[int] = frozenset(map(id, CATALOGUE))  # an identity test: hashing a Semiring costs more
 
 
 def _normalise(name: str) -> str:
@@ -121,7 +161,9 @@ def get_semiring(name: "str | Semiring") -> Semiring:
     """Look a semiring up by any spelling: case, ``-`` and ``_`` do not matter.
 
     Raises ``ValueError`` naming the valid semirings for an unknown name, and
-    ``TypeError`` for something that is not a string.
+    ``TypeError`` for something that is not a string.  A ``Semiring`` made
+    outside the catalogue gives the catalogue entry with its ⊕ and ⊗, which
+    is what every engine and kernel knows.
 
     Examples:
         >>> import tropical_gemm as tg
@@ -131,7 +173,7 @@ def get_semiring(name: "str | Semiring") -> Semiring:
         'max_min'
     """
     if isinstance(name, Semiring):
-        return name
+        return name if id(name) in _CANONICAL_IDS else _BY_PAIR[(name.add, name.mul)]
     if not isinstance(name, str):
         raise TypeError(f"semiring must be a string such as 'max_plus', got {type(name).__name__}")
     exact = _BY_NAME.get(name)  # the spelling most calls use, without normalising

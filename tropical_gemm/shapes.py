@@ -1,20 +1,21 @@
 """Shape rules of a batched product, as pure functions on tuples.
 
-They follow ``numpy.matmul`` for ndim >= 2: ``(..., M, K) @ (..., K, N)`` with
-the leading (batch) dimensions broadcast.  Both engines and the torch layer
-call these, so a shape error reads the same whichever array type was passed.
+They follow ``numpy.matmul``: ``(..., M, K) @ (..., K, N)`` with the leading
+(batch) dimensions broadcast, and 1-D operands promoted to matrices, then
+squeezed from the result.  Both engines and the torch layer call these, so a
+shape error reads the same whichever array type was passed.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class ProductShape(NamedTuple):
     """The sizes of one (possibly batched) product ``C = A ⊗ B``.
 
-    Immutable like a frozen dataclass, and made in half the time: every
-    product call makes one (0.3 µs against 0.7 µs).
+    A ``NamedTuple`` rather than a frozen dataclass: every product call
+    makes one, and a tuple is made in half the time.
     """
 
     batch: tuple[int, ...]
@@ -36,7 +37,8 @@ def product_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Product
     """
     if len(a_shape) < 2 or len(b_shape) < 2:
         raise ValueError(
-            f"tropical matmul needs operands with at least 2 dimensions, got shapes {a_shape} and {b_shape}"
+            f"tropical matmul needs operands with at least 2 dimensions here, got shapes {a_shape} and {b_shape} "
+            "(tropical_gemm.matmul and tropical_gemm.torch take 1-D operands as numpy.matmul does)"
         )
     m, k = a_shape[-2:]
     k_b, n = b_shape[-2:]
@@ -70,3 +72,46 @@ def operand_batch_index(index: tuple[int, ...], operand_batch: tuple[int, ...]) 
     """Map an index into the broadcast batch onto an operand's own batch dims."""
     offset = len(index) - len(operand_batch)
     return tuple(0 if size == 1 else index[offset + d] for d, size in enumerate(operand_batch))
+
+
+class Vectors(NamedTuple):
+    """Which operands were 1-D, and so which axes ``numpy.matmul`` drops from the result."""
+
+    a: bool
+    b: bool
+
+    def out_shape(self, promoted: tuple[int, ...]) -> tuple[int, ...]:
+        """The result's shape, from the shape of the product of the promoted operands."""
+        if self.b:
+            promoted = promoted[:-1]
+        if self.a:
+            promoted = (*promoted[:-2], promoted[-1]) if not self.b else promoted[:-1]
+        return promoted
+
+    def squeeze(self, c: Any) -> Any:
+        """The result, a view of ``c`` (the product of the promoted operands) without the added axes."""
+        if self.b:
+            c = c[..., 0]
+        if self.a:
+            c = c[..., 0] if self.b else c[..., 0, :]
+        return c
+
+
+NO_VECTORS = Vectors(False, False)
+
+
+def promote_vectors(a: Any, b: Any) -> tuple[Any, Any, Vectors]:
+    """``numpy.matmul``'s rule for 1-D operands: ``a`` of shape (K,) acts as (1, K), ``b`` as (K, 1).
+
+    Works on any array type that indexes with ``None`` (numpy, cupy, dask,
+    torch), and returns views.  0-D operands are a ``ValueError``.
+    """
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(
+            f"tropical matmul needs operands with at least 1 dimension, got shapes {tuple(a.shape)} and "
+            f"{tuple(b.shape)} (as numpy.matmul, it has no scalar form)"
+        )
+    vectors = Vectors(a.ndim == 1, b.ndim == 1)
+    if vectors == NO_VECTORS:
+        return a, b, NO_VECTORS
+    return (a[None, :] if vectors.a else a), (b[:, None] if vectors.b else b), vectors

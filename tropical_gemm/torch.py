@@ -41,9 +41,10 @@ from torch.autograd import forward_ad
 
 from . import api
 from .engines import cpu as cpu_engine
+from .engines import cupy_module
 from .dtypes import argmax_dtype
 from .semirings import Semiring, get_semiring
-from .shapes import product_shape
+from .shapes import NO_VECTORS, product_shape, promote_vectors
 
 __all__ = ["TropicalLinear", "tropical_matmul", "tropical_matmul_with_argmax"]
 
@@ -58,6 +59,8 @@ _FLOAT_DTYPES = (torch.float32, torch.float64)
 #: Keyed by numpy dtype, not by name: ``np.dtype.name`` formats a string on every call (about 3 µs).
 _TORCH_INDEX_DTYPES = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}
 _NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {t: np.dtype(name) for t, name in _SUPPORTED.items()}
+#: Stored in half precision, computed in float32 and rounded once (exact: docs/semantics.md).
+_HALF = (torch.float16, torch.bfloat16)
 
 
 # ---------------------------------------------------------------- validation
@@ -74,7 +77,7 @@ def _check_operands(a: Tensor, b: Tensor, semiring: str) -> None:
         if t.dtype not in _SUPPORTED:
             raise TypeError(
                 f"tropical matmul does not support {label}.dtype={t.dtype}; supported dtypes are "
-                f"{', '.join(str(d) for d in _SUPPORTED)} (cast first, e.g. {label}.float())"
+                f"{', '.join(str(d) for d in (*_SUPPORTED, *_HALF))} (cast first, e.g. {label}.float())"
             )
     if a.dtype != b.dtype:
         raise TypeError(
@@ -154,12 +157,7 @@ def _cupy_view(t: Tensor) -> Any:
     return cp.ndarray(shape, dtype=dtype, memptr=cp.cuda.MemoryPointer(memory, 0), strides=strides)
 
 
-@cache
-def _cupy() -> Any:
-    """cupy, imported on first use so CPU-only installs never need it."""
-    import cupy
-
-    return cupy
+_cupy = cupy_module  # the one cupy import (tropical_gemm.engines.cupy_module)
 
 
 def _torch_allocator(nbytes: int) -> Any:
@@ -376,15 +374,14 @@ def _gather_winners(x_a: Tensor, x_b: Tensor, argmax: Tensor) -> tuple[Tensor, T
 def _winner_tangent(semiring: Semiring, a_w: Tensor, b_w: Tensor, ta_w: Tensor, tb_w: Tensor) -> Tensor:
     """How the winning candidate ``a ⊗ b`` moves when a and b move by ta, tb.
 
-    min/max pick the operand that ``matmul_backward`` routes to (A on ties,
-    NaN loses), matching the first-order gradient.
+    min/max pick the operand that ``matmul_backward`` routes to, by the one
+    tie rule (``Semiring.winner_is_a``), matching the first-order gradient.
     """
     if semiring.mul == "plus":
         return ta_w + tb_w
     if semiring.mul == "times":
         return ta_w * b_w + a_w * tb_w
-    a_wins = (a_w <= b_w) if semiring.mul == "min" else (a_w >= b_w)
-    return torch.where(a_wins | b_w.isnan(), ta_w, tb_w)
+    return torch.where(semiring.winner_is_a(a_w, b_w, torch.isnan), ta_w, tb_w)
 
 
 def _save_backward(ctx: Any, inputs: tuple, output: tuple) -> None:
@@ -542,9 +539,10 @@ def _prefetch_once(dtype: str, semiring: str, device: int, deterministic: bool) 
 def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> Tensor:
     """Tropical product ``C[..., i, j] = ⊕_k a[..., i, k] ⊗ b[..., k, j]`` of two tensors.
 
-    Shapes broadcast as in ``torch.matmul`` for ndim >= 2, dtypes are
-    float32, float64, int32 or int64 (both the same), and both tensors sit on
-    one device (cpu or cuda).  Differentiable in ``a`` and ``b`` for float
+    Shapes broadcast as in ``torch.matmul`` (1-D operands included), dtypes
+    are float32, float64, int32, int64, float16 or bfloat16 (both the same;
+    the halves are computed in float32 and rounded once, which is exact), and
+    both tensors sit on one device (cpu or cuda).  Differentiable in ``a`` and ``b`` for float
     dtypes; the gradient of each ``C[i, j]`` goes through its winning ``k``
     as in [`matmul_backward`][tropical_gemm.matmul_backward].  When no gradient
     is needed (integers, ``torch.no_grad``, inputs without ``requires_grad``)
@@ -561,6 +559,8 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
         tensor([[0., 1.]])
     """
     _check_tensors(a, b)
+    if a.dtype in _HALF or b.dtype in _HALF or a.dim() < 2 or b.dim() < 2:
+        return _composite(a, b, semiring, with_argmax=False)
     name = _semiring_name(semiring)
     needs_grad = _needs_grad(a, b)
     if needs_grad:
@@ -586,6 +586,8 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
         (tensor([[4.]]), tensor([[1]], dtype=torch.int32))
     """
     _check_tensors(a, b)
+    if a.dtype in _HALF or b.dtype in _HALF or a.dim() < 2 or b.dim() < 2:
+        return _composite(a, b, semiring, with_argmax=True)
     name = _semiring_name(semiring)
     needs_grad = _needs_grad(a, b)
     if needs_grad:
@@ -595,6 +597,31 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
             return _eager_product(a, b, name, True)
         return _forward(a, b, name, with_argmax=True)
     return _matmul_with_argmax_op(a, b, name)
+
+
+def _composite(a: Tensor, b: Tensor, semiring: "str | Semiring", with_argmax: bool) -> Any:
+    """1-D operands and half precision, as torch ops around the product, so autograd and compile see through.
+
+    1-D operands are promoted and the result squeezed, as ``torch.matmul``
+    does.  float16 and bfloat16 widen to float32 and the values round once
+    back: the gradient then flows through both casts, summed in float32.
+    """
+    if a.dtype != b.dtype:
+        raise TypeError(
+            f"operands have different dtypes ({a.dtype} and {b.dtype}); cast one explicitly, e.g. b.to(a.dtype)"
+        )
+    a, b, vectors = promote_vectors(a, b)
+    storage = a.dtype
+    if storage in _HALF:
+        a, b = a.float(), b.float()
+    if with_argmax:
+        values, argmax = tropical_matmul_with_argmax(a, b, semiring)
+    else:
+        values, argmax = tropical_matmul(a, b, semiring), None
+    values = values.to(storage)
+    if vectors != NO_VECTORS:
+        values, argmax = vectors.squeeze(values), None if argmax is None else vectors.squeeze(argmax)
+    return (values, argmax) if with_argmax else values
 
 
 # -------------------------------------------------------------------- layer

@@ -33,3 +33,18 @@ def select_engine(*arrays: object) -> ModuleType:
             "Move all operands to one side first (cupy.asarray or cupy.asnumpy)."
         )
     return import_module(f"{__name__}.{kinds.pop()}")
+
+
+def cupy_module() -> ModuleType:
+    """cupy, imported on first use (CPU-only installs never need it), or an error saying how to install it.
+
+    The one place the library imports cupy for its engines and the torch bridge.  Not cached: once
+    cupy is imported, ``import cupy`` is a dictionary lookup.
+    """
+    try:
+        import cupy
+    except ImportError as exc:  # depends on the install
+        raise RuntimeError(
+            "device arrays were passed but CuPy is not installed: pip install 'tropical-gemm-jit[cuda]'"
+        ) from exc
+    return cupy

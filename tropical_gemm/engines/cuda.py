@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..dtypes import dtype_name
+from . import cupy_module
 from ..jit import KernelSpec, get_function, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
 from ..jit.spec import ORDERED_BACKWARD_OPS
@@ -36,14 +37,7 @@ KERNEL_BATCH_DIMS = 3
 _GRID_LIMIT = 2**31 - 1
 
 
-def _cupy():
-    try:
-        import cupy
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RuntimeError(
-            "device arrays were passed but CuPy is not installed: pip install 'tropical-gemm-jit[cuda]'"
-        ) from exc
-    return cupy
+_cupy = cupy_module  # the one cupy import (tropical_gemm.engines.cupy_module)
 
 
 # --------------------------------------------------------------- array glue

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import cupy_module
 from ..dtypes import dtype_name
 from ..jit import KernelSpec, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS
@@ -63,7 +64,7 @@ def merge(c1: Any, i1: Any, c2: Any, i2: Any, semiring: str) -> tuple[Any, Any]:
 
     The argmax is None when ``i1`` is.
     """
-    cupy = _cupy()
+    cupy = cupy_module()
     c = cupy.empty(c1.shape, c1.dtype)
     idx = None if i1 is None else cupy.empty(c1.shape, np.int32)
     spec = make_spec("merge", semiring, dtype_name(c1.dtype))
@@ -88,7 +89,7 @@ def contiguous(x: Any, *, index: bool = False) -> Any:
                         "pass argmax.astype('int32')")
     if x.flags.c_contiguous and (not index or x.dtype == np.int32):
         return x
-    out = _cupy().empty(x.shape, np.int32 if index else x.dtype)
+    out = cupy_module().empty(x.shape, np.int32 if index else x.dtype)
     if x.size:
         _gather(x, out, make_spec("gather_index" if index else "gather", "max_plus", dtype_name(x.dtype)))
     return out
@@ -125,9 +126,3 @@ def fold_dims(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[i
         sizes.append(size)
         steps.append(stride)
     return tuple(sizes), tuple(steps)
-
-
-def _cupy() -> Any:
-    import cupy
-
-    return cupy

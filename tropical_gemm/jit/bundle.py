@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from .. import __version__
+from .._version import __version__
 from .cache import FORMAT_VERSION, DiskCache, EntryMetadata, KernelCache, payload_suffix
 from .cache.config import MAX_BINARY_BYTES, MAX_METADATA_BYTES
 from .cache.files import UntrustedFile, read_capped

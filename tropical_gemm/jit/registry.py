@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import __version__
+from .._version import __version__
 from .compiler import Target, compile_program, nvrtc_version, resolve_target
 from .cache import BuildOutcome, BuildRequest, KernelCache, default_cache
 from .source import kernel_options, kernel_source

@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from string import Template
 
-from .spec import FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
+from .spec import CAST_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _SEMIRING_TYPES = {
@@ -103,8 +103,15 @@ def preamble() -> str:
     return read_cuda_file("preamble.cuh")
 
 
+#: Dimensions the ``widen`` cast indexes with strides; arrays with more are cast in slices.
+CAST_DIMS = 6
+
+
 def fragment(spec: KernelSpec) -> str:
     """The rendered instantiation fragment for one spec (without the preamble)."""
+    if spec.op in CAST_OPS:  # no semiring: cuda_src/cast.cu holds both directions
+        return Template(read_cuda_file("cast.cu")).substitute(
+            name=spec.name, threads=ELEMENTWISE_THREADS, widen=int(spec.op == "widen"))
     values = {
         "name": spec.name,
         "semiring": _SEMIRING_TYPES[spec.semiring],

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
 
-from ..dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
+from ..dtypes import ENGINE_DTYPES as SUPPORTED_DTYPES  # the dtypes kernels compute in
+from ..dtypes import FLOAT_DTYPES
 from ..semirings import get_semiring, semirings
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
                          "backward_ordered_b", "combine", "merge", "fill", "gather", "gather_index", "argmax_offset",
-                         "reduce")
+                         "reduce", "widen", "narrow")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
 scatter into both operands with atomics (the default: one launch); the
@@ -27,7 +28,10 @@ its own: ⊕ of K slices with their argmax (``combine``), of two partial
 products (``merge``, for Dask), the K = 0 result (``fill``), strided copies
 into contiguous buffers (``gather``; ``gather_index`` to int32) and a chunk's
 argmax moved to the product's k (``argmax_offset``); and the ⊕ of each row
-of a strided matrix with its argmax (``reduce``, einsum's single-operand steps).
+of a strided matrix with its argmax (``reduce``, einsum's single-operand steps); and the casts
+of half-precision storage (``widen`` a float16 array of any strides to
+float32, ``narrow`` float32 to float16 rounding to nearest even), which take
+no semiring.
 
 Examples:
     >>> from tropical_gemm.jit import OPS
@@ -41,6 +45,9 @@ BACKWARD_OPS: tuple[str, ...] = ("backward", *ORDERED_BACKWARD_OPS)
 SEMIRING_FREE_OPS: tuple[str, ...] = ("gather", "gather_index", "argmax_offset")
 #: Ops defined for some dtypes only (the rest take every supported dtype, backward ops the float ones).
 _OP_DTYPES: dict[str, tuple[str, ...]] = {"gather_index": ("int32", "int64"), "argmax_offset": ("int32",)}
+CAST_OPS: tuple[str, ...] = ("widen", "narrow")
+#: The storage dtypes the casts convert to and from float32 (cupy has no bfloat16).
+CAST_DTYPES: tuple[str, ...] = ("float16",)
 
 #: How an operand is laid out in memory.  "row": its last axis is the
 #: contiguous one (C order); "col": its second-to-last axis is (F order, or a
@@ -58,7 +65,7 @@ LAYOUTS: tuple[str, ...] = ("row", "col")
 TILES: tuple[str, ...] = ("square", "small", "skinny", "baseline")
 TUNED_TILES: tuple[str, ...] = ("square", "small", "skinny")
 
-_DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
+_DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "float16": "f16"}
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ class KernelSpec:
     def name(self) -> str:
         """A readable C identifier, also the kernel's ``extern "C"`` entry point."""
         parts = ["tg", self.op, _DTYPE_TAGS[self.dtype]]
-        if self.op not in SEMIRING_FREE_OPS:
+        if self.semiring and self.op not in SEMIRING_FREE_OPS:
             parts.insert(2, self.semiring)
         if self.op in FORWARD_OPS:
             parts += [self.a_layout[0] + self.b_layout[0], self.tile]
@@ -128,6 +135,9 @@ def make_spec(
         ValueError: unknown dtype 'float16'; valid values are float32, float64, int32, int64
     """
     _check("op", op, OPS)
+    if op in CAST_OPS:  # semiring-free: the semiring argument is ignored
+        _check("dtype", dtype, CAST_DTYPES)
+        return KernelSpec(op, "", dtype)
     _check("dtype", dtype, SUPPORTED_DTYPES)
     _check("a_layout", a_layout, LAYOUTS)
     _check("b_layout", b_layout, LAYOUTS)
@@ -168,14 +178,17 @@ def catalogue(
         'tg_forward_max_plus_f32_rr_square'
     """
     chosen_semirings = [get_semiring(s).name for s in semirings_] if semirings_ else list(semirings())
-    chosen_dtypes = list(dtypes) if dtypes else list(SUPPORTED_DTYPES)
+    chosen_dtypes = list(dtypes) if dtypes else list(SUPPORTED_DTYPES + CAST_DTYPES)
     chosen_ops = list(ops) if ops else list(OPS)
     for d in chosen_dtypes:
-        _check("dtype", d, SUPPORTED_DTYPES)
+        _check("dtype", d, SUPPORTED_DTYPES + CAST_DTYPES)
     for o in chosen_ops:
         _check("op", o, OPS)
-    specs: list[KernelSpec] = []
+    specs: list[KernelSpec] = [make_spec(op, "", dt) for op in chosen_ops if op in CAST_OPS
+                               for dt in chosen_dtypes if dt in CAST_DTYPES]
     for op, sr, dt in product(chosen_ops, chosen_semirings, chosen_dtypes):
+        if op in CAST_OPS or dt in CAST_DTYPES:
+            continue
         if op in FORWARD_OPS:
             specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)
                       for la, lb, t in product(LAYOUTS, LAYOUTS, TUNED_TILES)]
