@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole GPU side in one call on a CUDA machine: compile the catalogue,
 # the GPU test suite (skips there are failures), then the benchmarks.
-# Stages: warmup, tests, startup, throughput, torch, host (default: all), and
+# Stages: warmup, tests, startup, throughput, torch, host (default: all); compile
+# (every kernel's NVRTC time), einsum (benchmarks/einsum.py), cpu (benchmarks/cpu.py on
+# this machine's cores, the Rust crate from a wheel in .whl/rust), and
 # tune (tile-shape search), multigpu (the two-GPU tests and benchmarks/dask_scaling.py;
 # needs 2 GPUs and the dask wheels in .whl) and large (operands and outputs over
 # 2**31 elements, ~17 GiB of GPU memory), run by hand.  Results and logs go to $OUT
@@ -33,6 +35,9 @@ for stage in $stages; do
     startup) { python3 benchmarks/startup.py --out "$OUT" && python3 benchmarks/startup_peers.py --out "$OUT"; } 2>&1 | tee "$OUT/startup.log"; s=${PIPESTATUS[0]} ;;
     throughput) python3 benchmarks/throughput.py --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/throughput.log"; s=${PIPESTATUS[0]} ;;
     host) { python3 benchmarks/host_overhead.py --out "$OUT" && python3 benchmarks/host_overhead.py --cold-start --out "$OUT"; } 2>&1 | tee "$OUT/host.log"; s=${PIPESTATUS[0]} ;;
+    compile) CUDA_CACHE_DISABLE=1 python3 benchmarks/compile_times.py --out "$OUT" 2>&1 | tee "$OUT/compile.log"; s=${PIPESTATUS[0]} ;;
+    einsum) python3 benchmarks/einsum.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/einsum.log"; s=${PIPESTATUS[0]} ;;
+    cpu) python3 benchmarks/cpu.py --out "$OUT" ${RUST_WHEEL:+--rust-wheel "$RUST_WHEEL"} 2>&1 | tee "$OUT/cpu.log"; s=${PIPESTATUS[0]} ;;
     tune) python3 benchmarks/tune_tiles.py --out "$OUT" 2>&1 | tee "$OUT/tune.log"; s=${PIPESTATUS[0]} ;;
     torch) python3 benchmarks/torch_layer.py --out "$OUT" 2>&1 | tee "$OUT/torch.log"; s=${PIPESTATUS[0]} ;;
     multigpu) python3 -m pytest -m "multi_gpu" --require-gpu --require-multi-gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-multigpu.log"; s=${PIPESTATUS[0]}
