@@ -99,6 +99,30 @@ def run_torch(dtype: str) -> list:
     return results
 
 
+def run_einsum(tg, cupy) -> list:
+    """A contraction whose steps need a permuted copy, a ⊕-reduction and the configuration walk."""
+    rng = np.random.default_rng(3)
+    x, y = random_values(rng, (6, 5, 7), "float32", 0.0), random_values(rng, (7, 6, 4), "float32", 0.0)
+    got, config = tg.einsum("ijk,kil->jl", cupy.asarray(x), cupy.asarray(y), return_configuration=True)
+    want, want_config = tg.einsum("ijk,kil->jl", x, y, return_configuration=True)
+    assert_same_bits(got.get(), want)
+    reduced = tg.einsum("ijk->j", cupy.asarray(x), semiring="min_plus")
+    assert_same_bits(reduced.get(), tg.einsum("ijk->j", x, semiring="min_plus"))
+    return [(got.get(), reduced.get())]
+
+
+def run_half(tg, cupy) -> list:
+    """float16 storage: the widen and narrow casts are registry kernels, the product the float32 one."""
+    rng = np.random.default_rng(4)
+    a = random_values(rng, (70, 90), "float32", 0.05).astype(np.float16)
+    b = random_values(rng, (90, 50), "float32", 0.05).astype(np.float16)
+    got = tg.matmul(cupy.asarray(a), cupy.asarray(np.ascontiguousarray(b.T)).T, "max_plus", argmax=True)
+    want = tg.matmul(a, b, "max_plus", argmax=True)
+    for g, w in zip(got, want):
+        assert_same_bits(g.get(), w)
+    return [tuple(g.get() for g in got)]
+
+
 def main(case: str) -> None:
     import cupy
 
@@ -111,6 +135,10 @@ def main(case: str) -> None:
     def run() -> list:
         if case == "torch":
             return run_torch("float32")
+        if case == "einsum":
+            return run_einsum(tg, cupy)
+        if case == "half":
+            return run_half(tg, cupy)
         if case == "backward":
             return run_backward(tg, cupy, "float32") + run_backward(tg, cupy, "float64")
         dtype, _, variant = case.partition("-")

@@ -18,7 +18,7 @@ import pytest
 
 from jit_helpers import REPO, last_json_line, run_python
 
-CASES = ["float32", "float64", "int32", "int64", "float32-out", "int32-out", "backward", "torch"]
+CASES = ["float32", "float64", "int32", "int64", "float32-out", "int32-out", "backward", "torch", "einsum", "half"]
 
 
 @pytest.mark.gpu
@@ -73,7 +73,8 @@ _COMPILING = {"max", "min", "argmax", "argmin", "where", "take_along_axis", "ara
               "minimum", "ascontiguousarray", "ElementwiseKernel", "ReductionKernel", "RawKernel", "zeros",
               "full", "sum", "copyto", "get_array_module"}
 PRODUCT_PATH_MODULES = ["tropical_gemm/engines/cuda.py", "tropical_gemm/engines/cuda_aux.py",
-                        "tropical_gemm/dask.py", "tropical_gemm/api.py"]
+                        "tropical_gemm/dask.py", "tropical_gemm/api.py", "tropical_gemm/half.py",
+                        *sorted(str(p.relative_to(REPO)) for p in (REPO / "tropical_gemm/einsum").glob("*.py"))]
 
 
 @pytest.mark.parametrize("module", PRODUCT_PATH_MODULES)
