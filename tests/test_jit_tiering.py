@@ -186,3 +186,12 @@ def test_wait_with_timeout_reports_unfinished(cache_root):
     assert tiers.wait(0.05) is False
     release.set()
     assert tiers.wait(30) is True
+
+
+def test_asking_without_start_starts_nothing(cache_root):
+    tiers = _tiers(cache_root)
+    assert tiers.serve_baseline(TUNED, 0, start=False)
+    assert tiers.stats()["background_compiles"] == 0 and not tiers.compiling(TUNED, 0)
+    assert tiers.serve_baseline(TUNED, 0)
+    assert tiers.stats()["background_compiles"] == 1
+    tiers.wait(60)

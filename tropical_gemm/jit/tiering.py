@@ -92,12 +92,16 @@ class Tiers:
 
     # ---------------------------------------------------------- decisions
 
-    def serve_baseline(self, spec: KernelSpec, device: int, companions: tuple[KernelSpec, ...] = ()) -> bool:
+    def serve_baseline(self, spec: KernelSpec, device: int, companions: tuple[KernelSpec, ...] = (), *,
+                       start: bool = True) -> bool:
         """Whether this launch of ``spec`` runs on its baseline kernel; starts the tuned compile if it must.
 
         False once the tuned kernel is servable (loaded, on disk, or built in
         the background: then it is adopted here, on the calling thread), and
         always when tiering is off.  ``companions`` compile in the same job.
+        ``start=False`` answers without starting it: the engine compiles the
+        baseline kernel first, alone, since the call waits for that one, and
+        then asks again.
         """
         key = (spec, device)
         if key in self._ready:
@@ -114,7 +118,8 @@ class Tiers:
         if all(self.registry.available(s, device) for s in (spec, *companions)):
             self._ready.add(key)
             return False
-        self._start((spec, *companions), device)
+        if start:
+            self._start((spec, *companions), device)
         return True
 
     def count_baseline(self, spec: KernelSpec) -> None:
