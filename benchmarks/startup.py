@@ -97,7 +97,9 @@ def _child(story: str) -> dict[str, Any]:
         "compile_seconds_total": done["compile_seconds"], "baseline_launches": in_call["baseline_launches"],
         "tuned_swaps": done["tuned_swaps"], "tiered": done["tiered"],
         "cupy_compiles": sum(1 for p in cupy_cache.rglob("*") if p.is_file()) if cupy_cache.exists() else 0,
-        "imported_cupyx": "cupyx" in sys.modules, "imported_scipy": "scipy" in sys.modules,
+        # import cupy imports the bare cupyx package; its submodules are what products must not import
+        "imported_cupyx_submodules": sorted(m for m in sys.modules if m.startswith("cupyx.")),
+        "imported_scipy": "scipy" in sys.modules,
     }
 
 

@@ -1,9 +1,11 @@
-"""Issue 15: every public path's first call compiles nothing outside the registry and imports no cupyx.
+"""Issue 15: every public path's first call compiles nothing outside the registry and imports no cupyx.scipy.
 
 Each case runs in a fresh interpreter (tests/first_call_cases.py) with an
 empty kernel cache of ours and an empty ``CUPY_CACHE_DIR``, which must stay
 empty: any CuPy reduction, ufunc, ``where``, fill or fancy index on a
-product path would compile a kernel there.  Tiered compilation is on, so the
+product path would compile a kernel there.  ``import cupy`` (14) imports the
+bare ``cupyx`` package itself, so the check is on its submodules
+(``take_along_axis`` imported ``cupyx.scipy`` and with it ``scipy.sparse``).  Tiered compilation is on, so the
 first calls run on baseline kernels and the repeat on the tuned ones, and
 both must give the CPU engine's bits.  The lean-import checks need no GPU.
 """
@@ -18,7 +20,7 @@ import pytest
 
 from jit_helpers import REPO, last_json_line, run_python
 
-CASES = ["float32", "float64", "int32", "int64", "float32-out", "int32-out", "backward", "torch", "einsum", "half"]
+CASES = ["float32", "float64", "int32", "int64", "float32-out", "backward", "torch", "einsum", "half"]
 
 
 @pytest.mark.gpu
@@ -37,7 +39,7 @@ def test_first_call_compiles_only_registry_kernels(case, tiered, tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     report = last_json_line(result.stdout)
     assert report["cupy_cache_files"] == [], "CuPy compiled kernels of its own"
-    assert not report["cupyx"] and not report["scipy"]
+    assert report["cupyx_submodules"] == [] and not report["scipy"]
     assert report["background_failures"] == 0
     if tiered == "1" and case != "backward":  # the backward has no tuned forward to wait for
         assert report["baseline_launches"] > 0 and report["tuned_swaps"] > 0
@@ -48,7 +50,8 @@ def test_first_call_compiles_only_registry_kernels(case, tiered, tmp_path):
 LEAN = """
     import json, sys
     {imports}
-    print(json.dumps(sorted(m for m in ("cupy", "cupyx", "scipy", "dask", "numba", "filelock") if m in sys.modules)))
+    heavy = ("cupy", "cupyx", "scipy", "dask", "numba", "filelock")
+    print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy)))
 """
 
 

@@ -186,3 +186,23 @@ def test_wait_with_timeout_reports_unfinished(cache_root):
     assert tiers.wait(0.05) is False
     release.set()
     assert tiers.wait(30) is True
+
+
+def test_asking_without_start_starts_nothing(cache_root):
+    tiers = _tiers(cache_root)
+    assert tiers.serve_baseline(TUNED, 0, start=False)
+    assert tiers.stats()["background_compiles"] == 0 and not tiers.compiling(TUNED, 0)
+    assert tiers.serve_baseline(TUNED, 0)
+    assert tiers.stats()["background_compiles"] == 1
+    tiers.wait(60)
+
+
+def test_a_binary_the_driver_refuses_at_the_swap_keeps_the_baseline(cache_root):
+    def refusing(binary, name, device):
+        raise RuntimeError("CUDA_ERROR_INVALID_IMAGE")
+
+    tiers = _tiers(cache_root, loader=refusing)
+    assert tiers.serve_baseline(TUNED, 0)
+    tiers.wait(60)
+    assert tiers.serve_baseline(TUNED, 0)  # the swap failed: logged, counted, not raised
+    assert tiers.stats()["background_failures"] == 1 and tiers.stats()["tuned_swaps"] == 0

@@ -527,7 +527,9 @@ def _prefetch_backward(a: Tensor, semiring: str) -> None:
     They compile in the background beside the forward's own kernels, instead
     of after them.  Once per (dtype, semiring, device, mode) in a process.
     """
-    if a.is_cuda and a.dtype in _FLOAT_DTYPES:  # others fail the operand checks, with their message
+    if a.is_cuda and a.dtype in _FLOAT_DTYPES and not torch.compiler.is_compiling():
+        # other dtypes fail the operand checks, with their message; a traced
+        # graph prefetches nothing (its first eager run compiles as usual)
         _prefetch_once(_SUPPORTED[a.dtype], semiring, a.get_device(), torch.are_deterministic_algorithms_enabled())
 
 

@@ -311,8 +311,10 @@ class ForwardPlan:
 
     def kernels(self, device: int) -> tuple[Any, ...]:
         """The launches on ``device``, kernels loaded; while the tuned kernel compiles, a ``TieredForward``."""
-        if tiers().serve_baseline(self.spec, device, self.companions):
-            return (TieredForward(self, device, self.baseline_kernel(device)),)
+        if tiers().serve_baseline(self.spec, device, self.companions, start=False):
+            baseline = self.baseline_kernel(device)  # first, alone: the call waits for this compile only
+            if tiers().serve_baseline(self.spec, device, self.companions):
+                return (TieredForward(self, device, baseline),)
         return self.tuned_kernels(device)
 
     def tuned_kernels(self, device: int) -> tuple[BoundKernel, ...]:

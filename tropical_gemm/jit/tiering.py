@@ -60,6 +60,8 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
     binaries: dict[KernelSpec, bytes] = field(default_factory=dict)
     error: "BaseException | None" = None
+    settle_lock: threading.Lock = field(default_factory=threading.Lock)
+    settled: bool = False
 
 
 class Tiers:
@@ -92,12 +94,16 @@ class Tiers:
 
     # ---------------------------------------------------------- decisions
 
-    def serve_baseline(self, spec: KernelSpec, device: int, companions: tuple[KernelSpec, ...] = ()) -> bool:
+    def serve_baseline(self, spec: KernelSpec, device: int, companions: tuple[KernelSpec, ...] = (), *,
+                       start: bool = True) -> bool:
         """Whether this launch of ``spec`` runs on its baseline kernel; starts the tuned compile if it must.
 
         False once the tuned kernel is servable (loaded, on disk, or built in
         the background: then it is adopted here, on the calling thread), and
         always when tiering is off.  ``companions`` compile in the same job.
+        ``start=False`` answers without starting it: the engine compiles the
+        baseline kernel first, alone, since the call waits for that one, and
+        then asks again.
         """
         key = (spec, device)
         if key in self._ready:
@@ -114,7 +120,8 @@ class Tiers:
         if all(self.registry.available(s, device) for s in (spec, *companions)):
             self._ready.add(key)
             return False
-        self._start((spec, *companions), device)
+        if start:
+            self._start((spec, *companions), device)
         return True
 
     def count_baseline(self, spec: KernelSpec) -> None:
@@ -185,27 +192,36 @@ class Tiers:
             job.done.set()
 
     def _settle(self, job: _Job) -> bool:
-        """Adopt a finished job's binaries on this thread; True when its kernels are now servable."""
-        with self._guard:
-            if not all(self._jobs.get((s, job.device)) is job for s in job.specs):
-                return (job.specs[0], job.device) in self._ready  # settled by another thread
-            for spec in job.specs:
-                del self._jobs[(spec, job.device)]
-        keys = [(spec, job.device) for spec in job.specs]
-        if job.error is not None:
-            log.warning("background compile of %s failed; its launches stay on the baseline kernel: %s",
-                        ", ".join(s.name for s in job.specs), job.error)
+        """Adopt a finished job's binaries on this thread, once; True when its kernels are now servable.
+
+        The job leaves ``_jobs`` only after its kernels are marked ready or
+        failed, so no other thread sees neither and starts the compile again.
+        """
+        with job.settle_lock:
+            if job.settled:
+                return job.error is None
+            keys = [(spec, job.device) for spec in job.specs]
+            if job.error is None:
+                try:
+                    for spec in job.specs:
+                        self.registry.adopt(spec, job.device, job.binaries[spec])
+                # a binary the driver refuses: the launch still has its baseline kernel
+                except Exception as exc:
+                    job.error = exc
+            if job.error is None:
+                self._ready.update(keys)
+                log.info("tier tuned: %s swapped in on device %d", job.specs[0].name, job.device)
+            else:
+                log.warning("background compile of %s failed; its launches stay on the baseline kernel: %s",
+                            ", ".join(s.name for s in job.specs), job.error)
+                self._failed.update(keys)
             with self._guard:
-                self._counts["background_failures"] += 1
-            self._failed.update(keys)
-            return False
-        for spec in job.specs:
-            self.registry.adopt(spec, job.device, job.binaries[spec])
-        self._ready.update(keys)
-        with self._guard:
-            self._counts["tuned_swaps"] += 1
-        log.info("tier tuned: %s swapped in on device %d", job.specs[0].name, job.device)
-        return True
+                self._counts["tuned_swaps" if job.error is None else "background_failures"] += 1
+                for key in keys:
+                    if self._jobs.get(key) is job:
+                        del self._jobs[key]
+            job.settled = True
+            return job.error is None
 
     def wait(self, timeout: "float | None" = None) -> bool:
         """Block until every background compile started so far is done; False if ``timeout`` ran out first."""
