@@ -317,9 +317,15 @@ struct SquareKernel {
     }
   }
 
+  // The exact (WIDE) path runs only on tiles holding extreme integers: its
+  // k loop stays rolled, since unrolling its long saturating ⊗ sixteen times
+  // multiplied the compile time (ptxas) for no speed that matters.
   template <bool WIDE>
   __device__ static void consume_values(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
-    if (steps == BK) {
+    if constexpr (WIDE) {
+#pragma unroll 1
+      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+    } else if (steps == BK) {
 #pragma unroll
       for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
     } else {
