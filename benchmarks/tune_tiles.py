@@ -20,11 +20,12 @@ from pathlib import Path
 
 #: (dtype, op, semiring, size, candidate shapes as bm, bn, bk, tm, tn, min_blocks)
 CANDIDATES = [
-    ("float32", "forward_argmax", "max_plus", 4096, [(128, 64, 8, 8, 4, 2), (128, 128, 16, 8, 8, 1),
-                                                    (128, 128, 8, 8, 8, 1)]),
-    ("int32", "forward_argmax", "max_plus", 4096, [(128, 64, 8, 8, 4, 2), (128, 128, 16, 8, 8, 1)]),
-    ("float64", "forward_argmax", "max_plus", 2048, [(64, 64, 8, 4, 4, 2), (64, 64, 16, 4, 4, 2)]),
-    ("float64", "forward", "max_plus", 2048, [(64, 64, 16, 4, 4, 2), (64, 128, 16, 4, 8, 1)]),
+    ("float32", "forward", "max_plus", 4096, [(128, 128, 16, 8, 8, 2), (128, 128, 16, 16, 8, 2),
+                                             (256, 128, 16, 16, 8, 1), (128, 256, 16, 8, 16, 1),
+                                             (128, 128, 8, 8, 8, 2)]),
+    ("int32", "forward", "max_plus", 4096, [(128, 128, 16, 8, 8, 2), (128, 128, 16, 16, 8, 2)]),
+    ("float64", "forward", "max_plus", 4096, [(64, 64, 16, 4, 4, 2), (64, 128, 16, 4, 8, 1),
+                                              (128, 64, 16, 8, 4, 1)]),
 ]
 
 CHILD = r"""
