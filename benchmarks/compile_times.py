@@ -8,7 +8,7 @@ resource report (``--ptxas-options=-v``: a report only, the code is the
 same) gives each kernel's registers and spill bytes.  Tuned kernels (every
 forward family but ``baseline``) must compile in ``BUDGET_S`` or less.
 
-    python benchmarks/compile_times.py [--only SUBSTRING] [--out benchmarks/results]
+    python benchmarks/compile_times.py [--only REGEX] [--out benchmarks/results]
 
 Writes ``compile-times-<device>-<date>.json`` (and a histogram PNG where
 matplotlib is installed) and prints the slowest kernels per family.
@@ -78,7 +78,7 @@ def run(only: str) -> dict[str, object]:
     from tropical_gemm.jit import catalogue
     from tropical_gemm.jit.compiler import nvrtc_version
 
-    specs = [s for s in catalogue() if only in s.name]
+    specs = [s for s in catalogue() if re.search(only, s.name)]
     rows = []
     for i, spec in enumerate(specs):
         rows.append(compile_one(spec))
@@ -129,7 +129,7 @@ def plot(report: dict[str, object], path: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="", help="compile only kernels whose name contains this")
+    parser.add_argument("--only", default="", help="compile only kernels whose name matches this regular expression")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     _isolate_caches()
