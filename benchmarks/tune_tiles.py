@@ -1,10 +1,11 @@
-"""Try tile shapes for the square forward kernels and time each on this GPU.
+"""Try tile shapes and k-loop unroll factors for the square forward kernels and time each on this GPU.
 
 Each candidate runs in a fresh process that swaps one entry of
-``tropical_gemm.jit.source.TILE_SHAPES`` before its first kernel is built
-(the shape is part of the source, hence of the cache key, so candidates never
-share a cache entry).  The winners go into ``TILE_SHAPES`` by hand, with this
-script's JSON as the record.
+``tropical_gemm.jit.source.TILE_SHAPES`` (or the preamble's ``TG_UNROLL``
+line) before its first kernel is built (both are part of the source, hence
+of the cache key, so candidates never share a cache entry).  The winners go
+into ``TILE_SHAPES`` (or the preamble) by hand, with this script's JSON as
+the record.
 
     python benchmarks/tune_tiles.py [--out benchmarks/results]
 """
