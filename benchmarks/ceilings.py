@@ -30,12 +30,12 @@ __device__ void chains(T* out, T a, T b, int iters) {
   T v[16];
 #pragma unroll
   for (int i = 0; i < 16; ++i) v[i] = (T)(threadIdx.x + i);
-  for (int it = 0; it < iters; ++it) {
+  for (int it = 0; it < iters; it += 2) {  // two rounds, v -> w -> v: no register copies between them
     T w[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) w[i] = SR::template mac<T>(b, v[i], v[(i + 1) % 16]);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = w[i];
+    for (int i = 0; i < 16; ++i) v[i] = SR::template mac<T>(b, w[i], w[(i + 1) % 16]);
   }
   T s = v[0];
 #pragma unroll
