@@ -3,7 +3,8 @@
 # the GPU test suite (skips there are failures), then the benchmarks.
 # Stages: warmup, tests, startup, throughput, torch, host (default: all); compile
 # (every kernel's NVRTC time), einsum (benchmarks/einsum.py), cpu (benchmarks/cpu.py on
-# this machine's cores, the Rust crate from a wheel in .whl/rust), and
+# this machine's cores, the Rust crate from a wheel in .whl/rust); compile_times.py
+# checks every catalogue kernel against the 1.0 s budget of a tuned kernel; and
 # tune (tile-shape search), multigpu (the two-GPU tests and benchmarks/dask_scaling.py;
 # needs 2 GPUs and the dask wheels in .whl) and large (operands and outputs over
 # 2**31 elements, ~17 GiB of GPU memory), run by hand.  Results and logs go to $OUT
@@ -35,7 +36,7 @@ for stage in $stages; do
     startup) { python3 benchmarks/startup.py --out "$OUT" && python3 benchmarks/startup_peers.py --out "$OUT"; } 2>&1 | tee "$OUT/startup.log"; s=${PIPESTATUS[0]} ;;
     throughput) python3 benchmarks/throughput.py --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/throughput.log"; s=${PIPESTATUS[0]} ;;
     host) { python3 benchmarks/host_overhead.py --out "$OUT" && python3 benchmarks/host_overhead.py --cold-start --out "$OUT"; } 2>&1 | tee "$OUT/host.log"; s=${PIPESTATUS[0]} ;;
-    compile) CUDA_CACHE_DISABLE=1 python3 benchmarks/compile_times.py --out "$OUT" 2>&1 | tee "$OUT/compile.log"; s=${PIPESTATUS[0]} ;;
+    compile) CUDA_CACHE_DISABLE=1 python3 benchmarks/compile_times.py --out "$OUT" 2>&1 | tee "$OUT/compile-times.log"; s=${PIPESTATUS[0]} ;;
     einsum) python3 benchmarks/einsum.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/einsum.log"; s=${PIPESTATUS[0]} ;;
     cpu) python3 benchmarks/cpu.py --out "$OUT" ${RUST_WHEEL:+--rust-wheel "$RUST_WHEEL"} 2>&1 | tee "$OUT/cpu.log"; s=${PIPESTATUS[0]} ;;
     tune) python3 benchmarks/tune_tiles.py --out "$OUT" 2>&1 | tee "$OUT/tune.log"; s=${PIPESTATUS[0]} ;;
