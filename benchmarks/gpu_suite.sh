@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU side in one call on a CUDA machine: compile the catalogue,
 # the GPU test suite (skips there are failures), then the benchmarks.
+# PYTEST_ARGS adds pytest options to the tests stage (e.g. "-n 8" with pytest-xdist).
 # Stages: warmup, tests, startup, throughput, torch, host (default: all); compile
 # (every kernel's NVRTC time), einsum (benchmarks/einsum.py), cpu (benchmarks/cpu.py on
 # this machine's cores, the Rust crate from a wheel in .whl/rust); compile_times.py
@@ -32,7 +33,7 @@ for stage in $stages; do
   case $stage in
     warmup) t0=$SECONDS; python3 -m tropical_gemm warmup --json > "$OUT/warmup.json" 2> "$OUT/warmup.log"; s=$?
             echo "warmup of the whole catalogue: $((SECONDS - t0)) s wall" | tee -a "$OUT/warmup.log" ;;
-    tests) python3 -m pytest -m gpu --require-gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-gpu.log"; s=${PIPESTATUS[0]} ;;
+    tests) python3 -m pytest -m gpu --require-gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/pytest-gpu.log"; s=${PIPESTATUS[0]} ;;
     startup) { python3 benchmarks/startup.py --out "$OUT" && python3 benchmarks/startup_peers.py --out "$OUT"; } 2>&1 | tee "$OUT/startup.log"; s=${PIPESTATUS[0]} ;;
     throughput) python3 benchmarks/throughput.py --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/throughput.log"; s=${PIPESTATUS[0]} ;;
     host) { python3 benchmarks/host_overhead.py --out "$OUT" && python3 benchmarks/host_overhead.py --cold-start --out "$OUT"; } 2>&1 | tee "$OUT/host.log"; s=${PIPESTATUS[0]} ;;
