@@ -44,16 +44,7 @@ def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus
         >>> a.grad                             # only k = 1 won
         tensor([[0., 1.]])
     """
-    check_tensors(a, b)
-    if a.dtype in HALVES or b.dtype in HALVES or a.dim() < 2 or b.dim() < 2:
-        return _composite(a, b, semiring, with_argmax=False)
-    name = semiring_name(semiring)
-    needs_grad = _needs_grad(a, b)
-    if needs_grad:
-        kernels.prefetch_backward(a, name)
-    if eager.plain_eager(a, b):
-        return eager.eager_product(a, b, name, False) if needs_grad else kernels.forward(a, b, name, False)[0]
-    return matmul_with_argmax_op(a, b, name)[0] if needs_grad else matmul_op(a, b, name)
+    return _product(a, b, semiring, with_argmax=False)
 
 
 def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> tuple[Tensor, Tensor]:
@@ -71,18 +62,30 @@ def tropical_matmul_with_argmax(a: Tensor, b: Tensor, semiring: "str | Semiring"
         >>> values, argmax
         (tensor([[4.]]), tensor([[1]], dtype=torch.int32))
     """
+    return _product(a, b, semiring, with_argmax=True)
+
+
+def _product(a: Tensor, b: Tensor, semiring: "str | Semiring", with_argmax: bool) -> Any:
+    """Both public products: values, or ``(values, argmax)`` when ``with_argmax``.
+
+    The argmax is computed only where it is returned or autograd needs it.
+    """
     check_tensors(a, b)
     if a.dtype in HALVES or b.dtype in HALVES or a.dim() < 2 or b.dim() < 2:
-        return _composite(a, b, semiring, with_argmax=True)
+        return _composite(a, b, semiring, with_argmax)
     name = semiring_name(semiring)
     needs_grad = _needs_grad(a, b)
     if needs_grad:
         kernels.prefetch_backward(a, name)
     if eager.plain_eager(a, b):
         if needs_grad:
-            return eager.eager_product(a, b, name, True)
-        return kernels.forward(a, b, name, with_argmax=True)
-    return matmul_with_argmax_op(a, b, name)
+            return eager.eager_product(a, b, name, with_argmax)
+        result = kernels.forward(a, b, name, with_argmax)
+    elif needs_grad or with_argmax:
+        result = matmul_with_argmax_op(a, b, name)
+    else:
+        return matmul_op(a, b, name)
+    return result if with_argmax else result[0]
 
 
 def _needs_grad(a: Tensor, b: Tensor) -> bool:
