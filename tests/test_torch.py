@@ -197,6 +197,17 @@ def test_plain_eager_calls_skip_the_dispatcher_and_modes_see_the_ops():
     assert not eager.plain_eager(torch.empty(3, 4, device="meta"), b)
 
 
+def test_a_torch_without_the_private_flags_takes_the_ops(monkeypatch):
+    """The eager path rests on private torch functions: where one is missing, every call goes through the ops."""
+    a, b = tie_free((3, 4), (4, 2), "max_plus")
+    monkeypatch.delattr(torch._C, "_len_torch_dispatch_stack")
+    plain_eager, _ = eager._bind_private_api()
+    assert not plain_eager(a, b)
+    monkeypatch.undo()
+    plain_eager, _ = eager._bind_private_api()
+    assert plain_eager(a, b)
+
+
 def test_meta_tensors_infer_shapes_without_computing():
     a = torch.empty((5, 1, 3, 7), device="meta")
     b = torch.empty((4, 7, 2), device="meta")
