@@ -21,7 +21,7 @@ from tropical_gemm.jit import cache as dc
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tropical_gemm"
 PUBLIC_MODULES = {"tropical_gemm": PACKAGE / "__init__.py", "tropical_gemm.jit": PACKAGE / "jit" / "__init__.py",
-                  "tropical_gemm.dask": PACKAGE / "dask.py", "tropical_gemm.torch": PACKAGE / "torch.py"}
+                  "tropical_gemm.dask": PACKAGE / "dask.py", "tropical_gemm.torch": PACKAGE / "torch" / "__init__.py"}
 
 
 def declared_all(path: Path) -> list[str]:

@@ -19,6 +19,8 @@ torch = pytest.importorskip("torch")
 
 import tropical_gemm as tg  # noqa: E402
 from tropical_gemm import torch as tgt  # noqa: E402
+from tropical_gemm.engines import cpu as cpu_engine  # noqa: E402
+from tropical_gemm.torch import bridge, eager  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -127,7 +129,7 @@ def test_torch_is_imported_only_by_tropical_gemm_torch_and_cupy_only_for_cuda():
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways a call can run: the eager fast path, and the custom ops (as under compile or a transform)."""
     if request.param == "ops":
-        monkeypatch.setattr(tgt, "_plain_eager", lambda a, b: False)
+        monkeypatch.setattr(eager, "plain_eager", lambda a, b: False)
     return request.param
 
 
@@ -163,8 +165,8 @@ def test_semiring_spellings_and_objects_are_accepted():
 
 def test_argmax_is_computed_only_when_a_gradient_is_needed(path, monkeypatch):
     calls = []
-    real = tgt.cpu_engine.forward
-    monkeypatch.setattr(tgt.cpu_engine, "forward", lambda *args: calls.append(args[-1] is not None) or real(*args))
+    real = cpu_engine.forward
+    monkeypatch.setattr(cpu_engine, "forward", lambda *args: calls.append(args[-1] is not None) or real(*args))
     a, b = tie_free((3, 4), (4, 2), "max_plus")
     tgt.tropical_matmul(a, b)
     with torch.no_grad():
@@ -186,13 +188,24 @@ def test_plain_eager_calls_skip_the_dispatcher_and_modes_see_the_ops():
             return func(*args, **(kwargs or {}))
 
     a, b = tie_free((3, 4), (4, 2), "max_plus")
-    assert tgt._plain_eager(a, b)
+    assert eager.plain_eager(a, b)
     with Recorder() as recorder:
-        assert not tgt._plain_eager(a, b)
+        assert not eager.plain_eager(a, b)
         values = tgt.tropical_matmul(a, b)
     assert any("tropical_gemm.matmul_with_argmax" in op for op in recorder.ops)
     torch.testing.assert_close(values, tgt.tropical_matmul(a, b), rtol=0, atol=0)
-    assert not tgt._plain_eager(torch.empty(3, 4, device="meta"), b)
+    assert not eager.plain_eager(torch.empty(3, 4, device="meta"), b)
+
+
+def test_a_torch_without_the_private_flags_takes_the_ops(monkeypatch):
+    """The eager path rests on private torch functions: where one is missing, every call goes through the ops."""
+    a, b = tie_free((3, 4), (4, 2), "max_plus")
+    monkeypatch.delattr(torch._C, "_len_torch_dispatch_stack")
+    plain_eager, _ = eager._bind_private_api()
+    assert not plain_eager(a, b)
+    monkeypatch.undo()
+    plain_eager, _ = eager._bind_private_api()
+    assert plain_eager(a, b)
 
 
 def test_meta_tensors_infer_shapes_without_computing():
@@ -538,7 +551,7 @@ def test_cuda_single_launch_products_take_buffers_not_cupy_views(cuda, shapes, m
     def no_views(device):
         raise AssertionError(f"the product went through cupy views on {device}")
 
-    monkeypatch.setattr(tgt, "_engine", no_views)
+    monkeypatch.setattr(bridge, "engine", no_views)
     values = tgt.tropical_matmul(a, b)
     values.backward(torch.ones_like(values))
     torch.cuda.synchronize()

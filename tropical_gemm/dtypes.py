@@ -59,8 +59,13 @@ def common_dtype(a: object, b: object) -> np.dtype:
     """
     da, db = canonical_dtype(a), canonical_dtype(b)
     if da != db:
-        raise TypeError(f"operands have different dtypes ({da} and {db}); cast one explicitly, e.g. b.astype(a.dtype)")
+        raise different_dtypes(da, db)
     return da
+
+
+def different_dtypes(first: object, second: object, cast: str = "b.astype(a.dtype)") -> TypeError:
+    """The error for operands of two dtypes, with the cast that fixes it (torch's is ``b.to(a.dtype)``)."""
+    return TypeError(f"operands have different dtypes ({first} and {second}); cast one explicitly, e.g. {cast}")
 
 
 def is_half(dtype: np.dtype) -> bool:

@@ -60,10 +60,10 @@ def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
 
 def _check_torch_dtype(dtype: Any) -> None:
     """torch dtypes are checked against the torch bridge's table (no numpy dtype, which torch.compile cannot trace)."""
-    from ..torch import _SUPPORTED
+    from ..torch.validation import ENGINE_NAMES
 
-    if dtype not in _SUPPORTED:
-        raise TypeError(f"unsupported dtype {dtype}; supported: {', '.join(str(t) for t in _SUPPORTED)}")
+    if dtype not in ENGINE_NAMES:
+        raise TypeError(f"unsupported dtype {dtype}; supported: {', '.join(str(t) for t in ENGINE_NAMES)}")
 
 
 def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan:

@@ -1,0 +1,134 @@
+"""The custom operators, their fake kernels and their autograd formulas, double backward included.
+
+The products are ``torch.library.custom_op`` operators in the
+``tropical_gemm`` namespace, each with a fake (meta) kernel and an autograd
+formula, so they work under ``torch.compile(fullgraph=True)`` without graph
+breaks and pass ``torch.library.opcheck``:
+
+* ``tropical_gemm::matmul(a, b, semiring)`` -> values, forward only;
+* ``tropical_gemm::matmul_with_argmax(a, b, semiring)`` -> (values, argmax),
+  differentiable in ``a`` and ``b`` through the saved argmax;
+* ``tropical_gemm::matmul_backward(grad_c, a, b, argmax, semiring)`` ->
+  (grad_a, grad_b), itself differentiable, so double backward works.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..semirings import Semiring, get_semiring
+from .kernels import backward, empty_outputs, forward
+from .validation import check_backward_inputs
+
+
+@torch.library.custom_op("tropical_gemm::matmul", mutates_args=())
+def matmul_op(a: Tensor, b: Tensor, semiring: str) -> Tensor:
+    """Values only: no argmax is written, for inference and integer products."""
+    return forward(a, b, semiring, with_argmax=False)[0]
+
+
+@matmul_op.register_fake
+def _(a: Tensor, b: Tensor, semiring: str) -> Tensor:
+    return empty_outputs(a, b, semiring, with_argmax=False)[0]
+
+
+@torch.library.custom_op("tropical_gemm::matmul_with_argmax", mutates_args=())
+def matmul_with_argmax_op(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    """Values and argmax, differentiable in ``a`` and ``b`` through the argmax."""
+    return forward(a, b, semiring, with_argmax=True)
+
+
+@matmul_with_argmax_op.register_fake
+def _(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    return empty_outputs(a, b, semiring, with_argmax=True)
+
+
+@torch.library.custom_op("tropical_gemm::matmul_backward", mutates_args=())
+def matmul_backward_op(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    """The core ``matmul_backward``, as an op so that it can itself be differentiated."""
+    check_backward_inputs(grad_c, a, b, argmax, semiring)
+    return backward(grad_c, a, b, argmax, semiring)
+
+
+@matmul_backward_op.register_fake
+def _(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
+    check_backward_inputs(grad_c, a, b, argmax, semiring)
+    return a.new_empty(a.shape), b.new_empty(b.shape)
+
+
+# ------------------------------------------------------------------ autograd
+
+
+def _save_product(ctx: Any, inputs: tuple, output: tuple) -> None:
+    a, b, semiring = inputs
+    ctx.semiring = semiring
+    ctx.save_for_backward(a, b, output[1])
+
+
+def _product_backward(ctx: Any, grad_values: Tensor, _grad_argmax: Tensor) -> tuple:
+    a, b, argmax = ctx.saved_tensors
+    grad_a, grad_b = matmul_backward_op(grad_values, a, b, argmax, ctx.semiring)
+    return grad_a, grad_b, None
+
+
+matmul_with_argmax_op.register_autograd(_product_backward, setup_context=_save_product)
+
+
+def _gather_winners(x_a: Tensor, x_b: Tensor, argmax: Tensor) -> tuple[Tensor, Tensor]:
+    """``(x_a[..., i, k_ij], x_b[..., k_ij, j])`` for tensors shaped like A and B.
+
+    Entries with ``k_ij = -1`` read index 0; callers mask them out.
+    """
+    batch = argmax.shape[:-2]
+    k = argmax.clamp(min=0).long()
+    from_a = torch.gather(x_a.expand(*batch, *x_a.shape[-2:]), -1, k)
+    from_b = torch.gather(x_b.expand(*batch, *x_b.shape[-2:]), -2, k)
+    return from_a, from_b
+
+
+def _winner_tangent(semiring: Semiring, a_w: Tensor, b_w: Tensor, ta_w: Tensor, tb_w: Tensor) -> Tensor:
+    """How the winning candidate ``a ⊗ b`` moves when a and b move by ta, tb.
+
+    min/max pick the operand that ``matmul_backward`` routes to, by the one
+    tie rule (``Semiring.winner_is_a``), matching the first-order gradient.
+    """
+    if semiring.mul == "plus":
+        return ta_w + tb_w
+    if semiring.mul == "times":
+        return ta_w * b_w + a_w * tb_w
+    return torch.where(semiring.winner_is_a(a_w, b_w, torch.isnan), ta_w, tb_w)
+
+
+def _save_backward(ctx: Any, inputs: tuple, output: tuple) -> None:
+    grad_c, a, b, argmax, semiring = inputs
+    ctx.semiring = semiring
+    ctx.save_for_backward(grad_c, a, b, argmax)
+
+
+def _backward_backward(ctx: Any, tangent_a: Tensor, tangent_b: Tensor) -> tuple:
+    """Differentiate the backward pass, for Hessian-vector products and gradient penalties.
+
+    ``grad_a, grad_b`` are linear in ``grad_c``, so its part is the forward
+    derivative of the product along (tangent_a, tangent_b).  They depend on
+    ``a`` and ``b`` only through the argmax and the min/max choice, which are
+    locally constant, except for ``max_mul``, whose gradients carry the other
+    operand: those terms are scattered back with the plain ``plus`` routing,
+    which moves each value to the winning k whatever semiring chose it.
+    """
+    grad_c, a, b, argmax = ctx.saved_tensors
+    semiring = get_semiring(ctx.semiring)
+    a_w, b_w = _gather_winners(a, b, argmax)
+    ta_w, tb_w = _gather_winners(tangent_a, tangent_b, argmax)
+    won = argmax >= 0
+    d_grad_c = torch.where(won, _winner_tangent(semiring, a_w, b_w, ta_w, tb_w), 0)
+    if semiring.mul != "times":
+        return d_grad_c, None, None, None, None
+    d_a = matmul_backward_op(grad_c * tb_w, a, b, argmax, "max_plus")[0]
+    d_b = matmul_backward_op(grad_c * ta_w, a, b, argmax, "max_plus")[1]
+    return d_grad_c, d_a, d_b, None, None
+
+
+matmul_backward_op.register_autograd(_backward_backward, setup_context=_save_backward)
