@@ -77,7 +77,8 @@ _COMPILING = {"max", "min", "argmax", "argmin", "where", "take_along_axis", "ara
               "full", "sum", "copyto", "get_array_module"}
 PRODUCT_PATH_MODULES = ["tropical_gemm/engines/cuda.py", "tropical_gemm/engines/cuda_aux.py",
                         "tropical_gemm/dask.py", "tropical_gemm/api.py", "tropical_gemm/half.py",
-                        *sorted(str(p.relative_to(REPO)) for p in (REPO / "tropical_gemm/einsum").glob("*.py"))]
+                        *sorted(str(p.relative_to(REPO)) for package in ("einsum", "torch")
+                                for p in (REPO / "tropical_gemm" / package).glob("*.py"))]
 
 
 @pytest.mark.parametrize("module", PRODUCT_PATH_MODULES)
