@@ -1,0 +1,228 @@
+"""The CPU engine's compiled loops (numba): packed, register-blocked, one tile of C at a time.
+
+One tile function is built per variant (⊕, ⊗, saturating or not, with argmax
+or not) from a factory whose closure holds only small integers: numba folds
+them into the code as constants, so each variant compiles to its own tight
+loop, and numba's disk cache keys each one by those constants (a closure over
+functions would not be cacheable).  Variants are built on first use, so a
+process compiles or loads only the products it runs.
+
+The loop nest: for each panel of B (``KB`` rows by ``NB`` columns, copied into
+a contiguous buffer that stays in L2), two rows of C take four ks at a time.
+The innermost loop runs over columns with no dependence between iterations,
+so LLVM turns it into SIMD loads, adds and max/min across the whole vector
+unit.  Row views keep its indices provably non-negative: an index numba must
+check for wraparound becomes a gather and runs several times slower.
+
+Semantics (the engine's module docstring states them; tests/numpy_engine.py
+is the plain reference): a candidate replaces the accumulator only when
+strictly better, so ties keep the smallest k and NaN never wins; the
+accumulator starts at the semiring's zero, and a zero result is +0.0.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+from .numba_cache import our_cache_dir
+
+#: ⊕ codes.
+MAX, MIN = 0, 1
+#: ⊗ codes.
+PLUS, TIMES, OMIN, OMAX = 0, 1, 2, 3
+ADD_CODES = {"max": MAX, "min": MIN}
+MUL_CODES = {"plus": PLUS, "times": TIMES, "min": OMIN, "max": OMAX}
+
+#: Rows of B per packed panel: KB x NB x 8 bytes (float64) is 1 MiB, the L2
+#: of current x86 cores; float32 panels use half.
+KB = 256
+#: Columns of B per packed panel, and so the width of the vectorised loop.
+NB = 512
+
+
+@njit
+def _saturating_add(x, y, zero, lo, hi):  # noqa: ANN001, ANN202 - numba infers the types
+    """``x + y`` clamped to [lo, hi], with ``zero`` absorbing (integers only).
+
+    Overflow is tested before adding: LLVM treats signed overflow as
+    undefined, so a test on the wrapped sum could be optimised away.  Written
+    with comparisons only, so it also types for floats, where it never runs.
+    """
+    if x == zero or y == zero:
+        return zero
+    if y > 0 and x > hi - y:
+        return hi
+    if y < 0 and x < lo - y:
+        return lo
+    return x + y
+
+
+@njit
+def _magnitude(x):  # noqa: ANN001, ANN202
+    """|x| as uint64, exact even for the most negative integer."""
+    return np.uint64(x) if x >= 0 else np.uint64(-(x + 1)) + np.uint64(1)
+
+
+@njit
+def _saturating_mul(x, y, lo, hi):  # noqa: ANN001, ANN202
+    """``x * y`` clamped to [lo, hi] (integers only; 0 absorbs by arithmetic).
+
+    The magnitudes decide overflow in unsigned arithmetic before multiplying
+    (signed overflow is undefined for LLVM); ``lo`` is ``-(hi + 1)``.
+    """
+    negative = (x < 0) != (y < 0)
+    limit = np.uint64(hi) + np.uint64(1) if negative else np.uint64(hi)
+    ux = _magnitude(x)
+    if ux != np.uint64(0) and _magnitude(y) > limit // ux:
+        return lo if negative else hi
+    return x * y
+
+
+@njit
+def _mul(x, y, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
+    """⊗: NaN-ignoring min/max for floats (numpy's fmin/fmax), saturating integers when ``sat``."""
+    if mul == PLUS:
+        return _saturating_add(x, y, zero, lo, hi) if sat else x + y
+    if mul == TIMES:
+        return _saturating_mul(x, y, lo, hi) if sat else x * y
+    if mul == OMIN:
+        return y if (y < x or x != x) else x
+    return y if (y > x or x != x) else x
+
+
+@njit
+def _better(t, c, add):  # noqa: ANN001, ANN202
+    """Strictly better under ⊕; False for a NaN candidate."""
+    return t > c if add == MAX else t < c
+
+
+@njit
+def _first_winners(a, panel, w, k0, k1, i, row, row_idx, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
+    """Turn the winning quads of ks found in this panel into the first k whose candidate equals C.
+
+    Within a quad the candidates replaced the running best only when strictly
+    better, so the winner is the first k whose candidate equals the final
+    value: the smallest k, as the tie rule asks.  ``_mul`` recomputes each
+    candidate exactly as the product did, so equality is exact.  Run while the
+    panel is still in cache; indices from earlier panels are below ``k0``.
+    """
+    for j in range(w):
+        q = row_idx[j]
+        if q >= k0:
+            for k in range(q, min(q + 4, k1)):
+                if _mul(a[i, k], panel[(k - k0) * w + j], mul, sat, zero, lo, hi) == row[j]:
+                    row_idx[j] = k
+                    break
+
+
+def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool) -> Callable:  # noqa: C901
+    """The compiled tile function of one variant (constants folded, disk-cached)."""
+
+    @njit(nogil=True, cache=True)
+    def tile(a, b, out, idx, r0, r1, c0, c1, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913, PLR0915
+        """``out[r0:r1, c0:c1]`` (and ``idx``'s, with argmax) from C-contiguous ``a`` and ``b``.
+
+        Odd rows and ks left over at the edges reuse the same step with a row
+        or a k repeated: ⊕ is idempotent and a repeated candidate only ties,
+        so the result is unchanged and ties still keep the smallest k.
+        """
+        kdim = a.shape[1]
+        for i in range(r0, r1):
+            out[i, c0:c1] = zero
+            if argmax:
+                idx[i, c0:c1] = -1
+        panel = np.empty(KB * NB, a.dtype)
+        for j0 in range(c0, c1, NB):
+            j1 = min(j0 + NB, c1)
+            w = j1 - j0
+            for k0 in range(0, kdim, KB):
+                k1 = min(k0 + KB, kdim)
+                for k in range(k0, k1):
+                    panel[(k - k0) * w : (k - k0 + 1) * w] = b[k, j0:j1]
+                for i in range(r0, r1, 2):
+                    ii = min(i + 1, r1 - 1)
+                    o0 = out[i, j0:j1]
+                    o1 = out[ii, j0:j1]
+                    for k in range(k0, k1, 4):
+                        ka = min(k + 1, k1 - 1)
+                        kb = min(k + 2, k1 - 1)
+                        kc = min(k + 3, k1 - 1)
+                        b0 = panel[(k - k0) * w : (k - k0 + 1) * w]
+                        b1 = panel[(ka - k0) * w : (ka - k0 + 1) * w]
+                        b2 = panel[(kb - k0) * w : (kb - k0 + 1) * w]
+                        b3 = panel[(kc - k0) * w : (kc - k0 + 1) * w]
+                        x0, x1, x2, x3 = a[i, k], a[i, ka], a[i, kb], a[i, kc]
+                        z0, z1, z2, z3 = a[ii, k], a[ii, ka], a[ii, kb], a[ii, kc]
+                        if argmax:
+                            # Only the winning quad of ks is tracked here (one compare per
+                            # four candidates); _first_winners finds the k inside it.
+                            i0 = idx[i, j0:j1]
+                            i1 = idx[ii, j0:j1]
+                            for j in range(w):
+                                y0, y1, y2, y3 = b0[j], b1[j], b2[j], b3[j]
+                                c = o0[j]
+                                t = _mul(x0, y0, mul, sat, zero, lo, hi)
+                                v = t if _better(t, c, add) else c
+                                t = _mul(x1, y1, mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x2, y2, mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x3, y3, mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                ix = i0[j]
+                                i0[j] = k if _better(v, c, add) else ix
+                                o0[j] = v
+                                c = o1[j]
+                                t = _mul(z0, y0, mul, sat, zero, lo, hi)
+                                v = t if _better(t, c, add) else c
+                                t = _mul(z1, y1, mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z2, y2, mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z3, y3, mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                ix = i1[j]
+                                i1[j] = k if _better(v, c, add) else ix
+                                o1[j] = v
+                        else:
+                            for j in range(w):
+                                y0, y1, y2, y3 = b0[j], b1[j], b2[j], b3[j]
+                                c = o0[j]
+                                t = _mul(x0, y0, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(x1, y1, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(x2, y2, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(x3, y3, mul, sat, zero, lo, hi)
+                                o0[j] = t if _better(t, c, add) else c
+                                c = o1[j]
+                                t = _mul(z0, y0, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(z1, y1, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(z2, y2, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(z3, y3, mul, sat, zero, lo, hi)
+                                o1[j] = t if _better(t, c, add) else c
+                    if argmax:
+                        _first_winners(a, panel, w, k0, k1, i, o0, idx[i, j0:j1], mul, sat, zero, lo, hi)
+                        if ii != i:
+                            _first_winners(a, panel, w, k0, k1, ii, o1, idx[ii, j0:j1], mul, sat, zero, lo, hi)
+        if floating:
+            for i in range(r0, r1):
+                for j in range(c0, c1):
+                    out[i, j] += 0.0  # a zero result is +0.0, whichever signed zero won
+
+    return tile
+
+
+@lru_cache(maxsize=None)
+def tile_function(add: str, mul: str, sat: bool, argmax: bool, floating: bool) -> Callable:
+    """The tile function of one variant, built (and its cache located) on first use."""
+    with our_cache_dir():
+        return _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, floating)
