@@ -12,7 +12,11 @@ a contiguous buffer that stays in L2), two rows of C take four ks at a time.
 The innermost loop runs over columns with no dependence between iterations,
 so LLVM turns it into SIMD loads, adds and max/min across the whole vector
 unit.  Row views keep its indices provably non-negative: an index numba must
-check for wraparound becomes a gather and runs several times slower.
+check for wraparound becomes a gather and runs several times slower.  With
+argmax, a pass takes ``GROUP`` ks and records only which group last improved
+each entry (one compare per group, not per candidate); a scalar pass at the
+end of each panel, while it is still in cache, finds the first k inside the
+group whose candidate equals the result.
 
 Semantics (the engine's module docstring states them; tests/numpy_engine.py
 is the plain reference): a candidate replaces the accumulator only when
@@ -40,6 +44,11 @@ MUL_CODES = {"plus": PLUS, "times": TIMES, "min": OMIN, "max": OMAX}
 #: Rows of B per packed panel: KB x NB x 8 bytes (float64) is 1 MiB, the L2
 #: of current x86 cores; float32 panels use half.
 KB = 256
+#: Panel shape of the argmax variant (see _make_tile).
+KB_ARGMAX = 512
+NB_ARGMAX = 256
+#: ks per pass of the argmax loop; the winning group is resolved to its first k afterwards.
+GROUP = 8
 #: Columns of B per packed panel, and so the width of the vectorised loop.
 NB = 512
 
@@ -102,9 +111,9 @@ def _better(t, c, add):  # noqa: ANN001, ANN202
 
 @njit
 def _first_winners(a, panel, w, k0, k1, i, row, row_idx, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
-    """Turn the winning quads of ks found in this panel into the first k whose candidate equals C.
+    """Turn the winning groups of ks found in this panel into the first k whose candidate equals C.
 
-    Within a quad the candidates replaced the running best only when strictly
+    Within a group the candidates replaced the running best only when strictly
     better, so the winner is the first k whose candidate equals the final
     value: the smallest k, as the tie rule asks.  ``_mul`` recomputes each
     candidate exactly as the product did, so equality is exact.  Run while the
@@ -113,14 +122,22 @@ def _first_winners(a, panel, w, k0, k1, i, row, row_idx, mul, sat, zero, lo, hi)
     for j in range(w):
         q = row_idx[j]
         if q >= k0:
-            for k in range(q, min(q + 4, k1)):
-                if _mul(a[i, k], panel[(k - k0) * w + j], mul, sat, zero, lo, hi) == row[j]:
-                    row_idx[j] = k
-                    break
+            # A fixed-length scan from the last k down, with selects rather than an
+            # early exit: where the winner sits is random, so branches mispredict.
+            value = row[j]
+            first = q
+            for g in range(GROUP - 1, -1, -1):
+                k = min(q + g, k1 - 1)
+                t = _mul(a[i, k], panel[(k - k0) * w + j], mul, sat, zero, lo, hi)
+                first = k if t == value else first
+            row_idx[j] = first
 
 
 def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool) -> Callable:  # noqa: C901
     """The compiled tile function of one variant (constants folded, disk-cached)."""
+    # With argmax, each panel of ks ends with a scalar pass over the entries it
+    # changed; taller, narrower panels make that pass rarer for the same L2.
+    kb_size, nb_size = (KB_ARGMAX, NB_ARGMAX) if argmax else (KB, NB)
 
     @njit(nogil=True, cache=True)
     def tile(a, b, out, idx, r0, r1, c0, c1, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913, PLR0915
@@ -135,60 +152,95 @@ def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool) -> C
             out[i, c0:c1] = zero
             if argmax:
                 idx[i, c0:c1] = -1
-        panel = np.empty(KB * NB, a.dtype)
-        for j0 in range(c0, c1, NB):
-            j1 = min(j0 + NB, c1)
+        panel = np.empty(kb_size * nb_size, a.dtype)
+        for j0 in range(c0, c1, nb_size):
+            j1 = min(j0 + nb_size, c1)
             w = j1 - j0
-            for k0 in range(0, kdim, KB):
-                k1 = min(k0 + KB, kdim)
+            for k0 in range(0, kdim, kb_size):
+                k1 = min(k0 + kb_size, kdim)
                 for k in range(k0, k1):
                     panel[(k - k0) * w : (k - k0 + 1) * w] = b[k, j0:j1]
                 for i in range(r0, r1, 2):
                     ii = min(i + 1, r1 - 1)
                     o0 = out[i, j0:j1]
                     o1 = out[ii, j0:j1]
-                    for k in range(k0, k1, 4):
-                        ka = min(k + 1, k1 - 1)
-                        kb = min(k + 2, k1 - 1)
-                        kc = min(k + 3, k1 - 1)
-                        b0 = panel[(k - k0) * w : (k - k0 + 1) * w]
-                        b1 = panel[(ka - k0) * w : (ka - k0 + 1) * w]
-                        b2 = panel[(kb - k0) * w : (kb - k0 + 1) * w]
-                        b3 = panel[(kc - k0) * w : (kc - k0 + 1) * w]
-                        x0, x1, x2, x3 = a[i, k], a[i, ka], a[i, kb], a[i, kc]
-                        z0, z1, z2, z3 = a[ii, k], a[ii, ka], a[ii, kb], a[ii, kc]
-                        if argmax:
-                            # Only the winning quad of ks is tracked here (one compare per
-                            # four candidates); _first_winners finds the k inside it.
-                            i0 = idx[i, j0:j1]
-                            i1 = idx[ii, j0:j1]
+                    if argmax:
+                        # Only the winning group of GROUP ks is tracked here (one compare per
+                        # group); _first_winners then finds the k inside it.
+                        i0 = idx[i, j0:j1]
+                        i1 = idx[ii, j0:j1]
+                        for k in range(k0, k1, GROUP):
+                            kg1 = min(k + 1, k1 - 1)
+                            kg2 = min(k + 2, k1 - 1)
+                            kg3 = min(k + 3, k1 - 1)
+                            kg4 = min(k + 4, k1 - 1)
+                            kg5 = min(k + 5, k1 - 1)
+                            kg6 = min(k + 6, k1 - 1)
+                            kg7 = min(k + 7, k1 - 1)
+                            b0 = panel[(k - k0) * w : (k - k0 + 1) * w]
+                            b1 = panel[(kg1 - k0) * w : (kg1 - k0 + 1) * w]
+                            b2 = panel[(kg2 - k0) * w : (kg2 - k0 + 1) * w]
+                            b3 = panel[(kg3 - k0) * w : (kg3 - k0 + 1) * w]
+                            b4 = panel[(kg4 - k0) * w : (kg4 - k0 + 1) * w]
+                            b5 = panel[(kg5 - k0) * w : (kg5 - k0 + 1) * w]
+                            b6 = panel[(kg6 - k0) * w : (kg6 - k0 + 1) * w]
+                            b7 = panel[(kg7 - k0) * w : (kg7 - k0 + 1) * w]
+                            xs = (a[i, k], a[i, kg1], a[i, kg2], a[i, kg3], a[i, kg4], a[i, kg5], a[i, kg6], a[i, kg7])
+                            zs = (a[ii, k], a[ii, kg1], a[ii, kg2], a[ii, kg3], a[ii, kg4], a[ii, kg5], a[ii, kg6], a[ii, kg7])
+                            x0, x1, x2, x3, x4, x5, x6, x7 = xs
+                            z0, z1, z2, z3, z4, z5, z6, z7 = zs
                             for j in range(w):
-                                y0, y1, y2, y3 = b0[j], b1[j], b2[j], b3[j]
                                 c = o0[j]
-                                t = _mul(x0, y0, mul, sat, zero, lo, hi)
+                                t = _mul(x0, b0[j], mul, sat, zero, lo, hi)
                                 v = t if _better(t, c, add) else c
-                                t = _mul(x1, y1, mul, sat, zero, lo, hi)
+                                t = _mul(x1, b1[j], mul, sat, zero, lo, hi)
                                 v = t if _better(t, v, add) else v
-                                t = _mul(x2, y2, mul, sat, zero, lo, hi)
+                                t = _mul(x2, b2[j], mul, sat, zero, lo, hi)
                                 v = t if _better(t, v, add) else v
-                                t = _mul(x3, y3, mul, sat, zero, lo, hi)
+                                t = _mul(x3, b3[j], mul, sat, zero, lo, hi)
                                 v = t if _better(t, v, add) else v
-                                ix = i0[j]
-                                i0[j] = k if _better(v, c, add) else ix
+                                t = _mul(x4, b4[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x5, b5[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x6, b6[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x7, b7[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                last = i0[j]
+                                i0[j] = k if _better(v, c, add) else last
                                 o0[j] = v
                                 c = o1[j]
-                                t = _mul(z0, y0, mul, sat, zero, lo, hi)
+                                t = _mul(z0, b0[j], mul, sat, zero, lo, hi)
                                 v = t if _better(t, c, add) else c
-                                t = _mul(z1, y1, mul, sat, zero, lo, hi)
+                                t = _mul(z1, b1[j], mul, sat, zero, lo, hi)
                                 v = t if _better(t, v, add) else v
-                                t = _mul(z2, y2, mul, sat, zero, lo, hi)
+                                t = _mul(z2, b2[j], mul, sat, zero, lo, hi)
                                 v = t if _better(t, v, add) else v
-                                t = _mul(z3, y3, mul, sat, zero, lo, hi)
+                                t = _mul(z3, b3[j], mul, sat, zero, lo, hi)
                                 v = t if _better(t, v, add) else v
-                                ix = i1[j]
-                                i1[j] = k if _better(v, c, add) else ix
+                                t = _mul(z4, b4[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z5, b5[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z6, b6[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z7, b7[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                last = i1[j]
+                                i1[j] = k if _better(v, c, add) else last
                                 o1[j] = v
-                        else:
+                    else:
+                        for k in range(k0, k1, 4):
+                            ka = min(k + 1, k1 - 1)
+                            kb = min(k + 2, k1 - 1)
+                            kc = min(k + 3, k1 - 1)
+                            b0 = panel[(k - k0) * w : (k - k0 + 1) * w]
+                            b1 = panel[(ka - k0) * w : (ka - k0 + 1) * w]
+                            b2 = panel[(kb - k0) * w : (kb - k0 + 1) * w]
+                            b3 = panel[(kc - k0) * w : (kc - k0 + 1) * w]
+                            x0, x1, x2, x3 = a[i, k], a[i, ka], a[i, kb], a[i, kc]
+                            z0, z1, z2, z3 = a[ii, k], a[ii, ka], a[ii, kb], a[ii, kc]
                             for j in range(w):
                                 y0, y1, y2, y3 = b0[j], b1[j], b2[j], b3[j]
                                 c = o0[j]
