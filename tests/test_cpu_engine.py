@@ -136,7 +136,7 @@ def test_kernels_are_cached_under_the_cache_root(cache_root) -> None:
         import numpy as np, tropical_gemm as tg
         from tropical_gemm.engines.cpu import kernels
         tg.matmul(np.ones((3, 4), np.float64), np.ones((4, 2), np.float64), "max_min")
-        tile = kernels.tile_function("max", "min", False, False, True)
+        tile = kernels.tile_function("max", "min", False, False, np.dtype("float64"), np.dtype("int32"))
         print(sum(tile.stats.cache_hits.values()), sum(tile.stats.cache_misses.values()))
     """)
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()

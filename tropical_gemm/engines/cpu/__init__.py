@@ -10,7 +10,7 @@ Speed comes from ``kernels``: packed panels of B, two rows of C by four ks per
 pass, and a column loop that LLVM vectorises to the widest SIMD the host has.
 Each call splits C into row (or column) ranges, one per worker thread; the
 kernels release the GIL.  Memory is the output plus one packed panel per
-worker (and C-contiguous copies of operands that are not already so).
+worker; strided operands are read in place.
 
 numba is imported, and each kernel variant compiled or loaded from the disk
 cache, on the first product that needs it, so ``import tropical_gemm`` and
@@ -140,17 +140,17 @@ def forward(
         return
     dtype = out.dtype
     sat = not (_is_tame(a, semiring.mul) and _is_tame(b, semiring.mul))
-    tile = _kernels().tile_function(semiring.add, semiring.mul, sat, argmax_out is not None, dtype.kind == "f")
+    idx = np.empty((1, 1), dtype=np.int32) if argmax_out is None else None
+    tile = _kernels().tile_function(semiring.add, semiring.mul, sat, argmax_out is not None, dtype,
+                                    (idx if argmax_out is None else argmax_out).dtype)
     scalars = (semiring.zero(dtype), *_limits(dtype))
-    no_idx = np.empty((1, 1), dtype=np.int32)
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     m, n = out.shape[-2:]
     workers = num_threads() if out.size * max(a.shape[-1], 1) >= SERIAL_WORK else 1
     jobs = []
     for index in np.ndindex(*out.shape[:-2]):
         a2 = a[operand_batch_index(index, a.shape[:-2])]
         b2 = b[operand_batch_index(index, b.shape[:-2])]
-        i2 = no_idx if argmax_out is None else argmax_out[index]
+        i2 = idx if argmax_out is None else argmax_out[index]
         jobs += [(a2, b2, out[index], i2, *split, *scalars) for split in _splits(m, n, workers)]
     _run(tile, jobs, workers)
 

@@ -30,7 +30,8 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from numba import njit
+import numba
+from numba import njit, types
 
 from .numba_cache import our_cache_dir
 
@@ -133,13 +134,13 @@ def _first_winners(a, panel, w, k0, k1, i, row, row_idx, mul, sat, zero, lo, hi)
             row_idx[j] = first
 
 
-def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool) -> Callable:  # noqa: C901
-    """The compiled tile function of one variant (constants folded, disk-cached)."""
+def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, signature: object) -> Callable:  # noqa: C901
+    """The compiled tile function of one variant and signature (constants folded, disk-cached)."""
     # With argmax, each panel of ks ends with a scalar pass over the entries it
     # changed; taller, narrower panels make that pass rarer for the same L2.
     kb_size, nb_size = (KB_ARGMAX, NB_ARGMAX) if argmax else (KB, NB)
 
-    @njit(nogil=True, cache=True)
+    @njit(signature, nogil=True, cache=True)
     def tile(a, b, out, idx, r0, r1, c0, c1, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913, PLR0915
         """``out[r0:r1, c0:c1]`` (and ``idx``'s, with argmax) from C-contiguous ``a`` and ``b``.
 
@@ -274,7 +275,17 @@ def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool) -> C
 
 
 @lru_cache(maxsize=None)
-def tile_function(add: str, mul: str, sat: bool, argmax: bool, floating: bool) -> Callable:
-    """The tile function of one variant, built (and its cache located) on first use."""
+def tile_function(add: str, mul: str, sat: bool, argmax: bool, dtype: np.dtype, idx_dtype: np.dtype) -> Callable:
+    """The tile function of one variant, compiled or loaded from the disk cache on first use.
+
+    Its one signature takes A and B with any strides (numba's layout ``A``), read-only:
+    the kernel reads A by element and copies B into panels anyway, so
+    strided operands (Dask chunks of a memory map, transposed views) need no
+    C-contiguous copy, and contiguous ones use the same compiled code.
+    """
+    value, index = numba.from_dtype(np.dtype(dtype)), numba.from_dtype(np.dtype(idx_dtype))
+    operand = types.Array(value, 2, "A", readonly=True)  # read-only memory maps too; writable arrays convert
+    signature = types.void(operand, operand, types.Array(value, 2, "C"), types.Array(index, 2, "C"),
+                           types.int64, types.int64, types.int64, types.int64, value, value, value)
     with our_cache_dir():
-        return _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, floating)
+        return _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, np.dtype(dtype).kind == "f", signature)
