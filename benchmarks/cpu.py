@@ -38,7 +38,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tropical_gemm as tg  # noqa: E402
-from cpu_peers import RUST_FUNCTIONS, cpu_model, environment, first_call_costs, rust_python, time_demo  # noqa: E402
+from cpu_peers import (RUST_FUNCTIONS, cpu_model, environment, first_call_costs, runner_env,  # noqa: E402
+                       rust_python, time_demo)
 from results_file import RESULTS, save_report  # noqa: E402
 from tropical_gemm.engines import cpu as cpu_engine  # noqa: E402
 
@@ -78,8 +79,7 @@ def rust(python: Path, a_path: Path, b_path: Path, dtype: str, argmax: bool, thr
          workdir: Path) -> tuple[float, list[float], tuple]:
     """The Rust crate in its own interpreter, on the saved operands; it saves its result for the check."""
     out = workdir / "rust_out.npz"
-    env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
-    env.pop("PYTHONPATH", None)  # our tropical_gemm must not shadow the crate's
+    env = {**runner_env(python.parent.parent), "RAYON_NUM_THREADS": str(threads)}
     done = subprocess.run([str(python), str(Path(__file__).with_name("cpu_rust_runner.py")), str(a_path),
                            str(b_path), RUST_FUNCTIONS[(dtype, argmax)], str(repeats), str(out)],
                           capture_output=True, text=True, env=env, cwd=workdir, timeout=1800)

@@ -30,16 +30,23 @@ RUST_PACKAGE = "tropical-gemm==0.4.0"
 def rust_python(venv_dir: Path, wheel: "Path | None") -> Path:
     """The interpreter of a virtual environment holding the Rust crate, made on first use.
 
-    The environment sees the system's site-packages (numpy), and our pip
-    installs the crate into it: that needs neither ensurepip in the venv nor,
-    with ``wheel``, a package index.
+    The environment sees the system's site-packages, and our pip installs the
+    crate into it: that needs neither ensurepip in the venv nor, with
+    ``wheel``, a package index.  Where the base interpreter has no numpy (ours
+    may come from another venv), a folder of links to our numpy alone goes on
+    the runner's path, so nothing else of ours can shadow the crate.
     """
     python = venv_dir / "bin" / "python"
     if not python.exists():
         venv.create(venv_dir, with_pip=False, system_site_packages=True)
-    probe = subprocess.run([str(python), "-c", "import tropical_gemm, numpy; print(tropical_gemm.__version__)"],
-                           capture_output=True, text=True, env=_without_our_path(), cwd=venv_dir)
-    if probe.returncode != 0 or probe.stdout.strip() != "0.4.0":
+    if _probe(python, venv_dir, "import numpy") != "":
+        links = venv_dir / "numpy-only"
+        links.mkdir(exist_ok=True)
+        for name in ("numpy", "numpy.libs"):
+            target = Path(np.__file__).parent.parent / name
+            if target.exists() and not (links / name).exists():
+                (links / name).symlink_to(target)
+    if _probe(python, venv_dir, "import tropical_gemm; print(tropical_gemm.__version__)") != "0.4.0":
         site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True, cwd=venv_dir).stdout.strip()
         source = [str(wheel.resolve()), "--no-index"] if wheel is not None else [RUST_PACKAGE]
@@ -48,9 +55,20 @@ def rust_python(venv_dir: Path, wheel: "Path | None") -> Path:
     return python
 
 
-def _without_our_path() -> dict:
+def _probe(python: Path, venv_dir: Path, code: str) -> "str | None":
+    """What ``code`` prints in the crate's environment, or None where it fails."""
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=venv_dir,
+                          env=runner_env(venv_dir))
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def runner_env(venv_dir: Path) -> dict:
+    """Our environment without our path (our tropical_gemm would shadow the crate's), numpy's links on it if made."""
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)  # our tropical_gemm would shadow the crate's module of the same name
+    env.pop("PYTHONPATH", None)
+    links = venv_dir / "numpy-only"
+    if links.is_dir():
+        env["PYTHONPATH"] = str(links)
     return env
 
 
