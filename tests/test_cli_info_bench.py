@@ -8,10 +8,12 @@ import os
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 
 import tropical_gemm as tg
+from tropical_gemm.engines import cpu as cpu_engine
 from conftest import gpu_unavailable_reason
 from jit_helpers import REPO
 from tropical_gemm.cli import COMMANDS, main
@@ -48,7 +50,8 @@ def test_info_json_reports_versions_engines_and_the_cache(cache_root):
     assert cache["entries"] == 0 and cache["writable"] and not cache["exists"]
     assert not cache_root.exists()  # info looks, it does not create
     engines = report["engines"]
-    assert engines["cpu"]["usable"] and f"numpy {np.__version__}" in engines["cpu"]["detail"]
+    assert engines["cpu"]["usable"] and engines["cpu"]["detail"] == (
+        f"numba {numba.__version__} SIMD kernels on {cpu_engine.num_threads()} threads")
     reason = gpu_unavailable_reason()
     assert engines["cuda"]["usable"] is (reason is None)
     if reason is None:

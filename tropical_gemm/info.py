@@ -17,7 +17,7 @@ from typing import Any
 from ._version import __version__
 
 #: The libraries whose versions matter in a bug report, by import name.
-PACKAGES = ("numpy", "cupy", "torch")
+PACKAGES = ("numpy", "numba", "cupy", "torch")
 
 CUDA_EXTRA_HINT = "pip install 'tropical-gemm-jit[cuda]'"
 
@@ -143,13 +143,24 @@ def _can_create_in(root: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
 
 
+def cpu_engine_report() -> dict[str, Any]:
+    """The CPU engine: numba's SIMD kernels (compiled on first use, then cached) on its worker threads.
+
+    numba's version comes from package metadata: importing numba to ask it
+    would cost a large part of a second.
+    """
+    from .engines.cpu import num_threads
+
+    try:
+        version = metadata.version("numba")
+    except metadata.PackageNotFoundError:
+        return {"usable": False, "detail": "numba is not installed: pip install 'numba>=0.60'"}
+    return {"usable": True, "detail": f"numba {version} SIMD kernels on {num_threads()} threads"}
+
+
 def engine_report(cuda: dict[str, Any], nvrtc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Which engines can run, with what, or why not."""
-    import numpy as np
-
-    engines: dict[str, dict[str, Any]] = {
-        "cpu": {"usable": True, "detail": f"numpy {np.__version__} on {os.cpu_count() or 1} threads"},
-    }
+    engines: dict[str, dict[str, Any]] = {"cpu": cpu_engine_report()}
     if not cuda["gpus"]:
         engines["cuda"] = {"usable": False, "detail": cuda["problem"]}
     elif nvrtc["problem"] is not None:

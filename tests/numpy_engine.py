@@ -1,6 +1,8 @@
-"""The exact CPU engine, on numpy.
+"""The numpy CPU engine that the numba engine replaced, kept as an independent reference.
 
-It is the reference the CUDA engine must match bit for bit, so every rule of
+Until the numba kernels (tropical_gemm/engines/cpu) it was the CPU engine,
+and the CUDA engine matched it bit for bit.  tests/test_cpu_engine.py checks
+that the new engine still does, on random data of every kind.  Every rule of
 the semantics (NaN ignored by min/max, saturating integers with an absorbing
 zero, ties to the smallest k, +0.0 for zero results) is spelt out here in the
 plainest numpy.  Speed comes from blocking, not cleverness: each block of C
@@ -19,8 +21,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..semirings import Semiring
-from ..shapes import operand_batch_index
+from tropical_gemm.semirings import Semiring
+from tropical_gemm.shapes import operand_batch_index
 
 NAME = "cpu"
 

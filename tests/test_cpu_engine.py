@@ -1,0 +1,145 @@
+"""The numba CPU engine against the numpy engine it replaced (tests/numpy_engine.py), bit for bit.
+
+Fresh random data for every case: ragged sizes around the kernels' blocking
+(2 rows, 4 ks, panels of KB x NB), size 1, K = 0, strided and transposed
+operands, broadcast batches, ±inf, NaN, integer extremes that saturate, and
+many ties.  Both engines write into fresh buffers; values and argmax must
+match to the bit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import numpy_engine
+import tropical_gemm as tg
+from reference import assert_same_bits
+from strategies import DTYPES, LAYOUTS, SEMIRINGS, operand_pair, random_values
+from tropical_gemm.engines import cpu
+from tropical_gemm.engines.cpu import kernels
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+SHAPES = [(1, 1, 1), (1, 7, 1), (3, 0, 5), (2, 5, 1), (7, 5, 9), (33, 17, 70), (5, 260, 3),
+          (65, kernels.KB + 3, kernels.NB + 17)]
+
+
+def both_engines(a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool) -> tuple:
+    """(numba values, numba argmax, numpy values, numpy argmax) for the same operands."""
+    sr = tg.get_semiring(semiring)
+    shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+    got = np.empty(shape, a.dtype), np.empty(shape, np.int32) if argmax else None
+    want = np.empty(shape, a.dtype), np.empty(shape, np.int32) if argmax else None
+    cpu.forward(a, b, sr, *got)
+    numpy_engine.forward(a, b, sr, *want)
+    return (*got, *want)
+
+
+def check(a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool) -> None:
+    c, idx, c_ref, idx_ref = both_engines(a, b, semiring, argmax)
+    assert_same_bits(c, c_ref)
+    if argmax:
+        np.testing.assert_array_equal(idx, idx_ref)
+
+
+@pytest.mark.parametrize("argmax", [False, True], ids=["values", "argmax"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_every_semiring_and_dtype_matches_the_numpy_engine(semiring: str, dtype: str, argmax: bool) -> None:
+    for seed, shape in enumerate(SHAPES):
+        a, b = operand_pair(dtype, shape, seed=1000 + seed, special_rate=0.1)
+        check(a, b, semiring, argmax)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_ties_keep_the_smallest_k(semiring: str, dtype: str) -> None:
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 3, (37, 41)).astype(dtype)
+    b = rng.integers(0, 3, (41, 29)).astype(dtype)
+    check(a, b, semiring, True)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("semiring", ["max_plus", "min_plus", "max_mul"])
+def test_integer_extremes_saturate_as_before(semiring: str, dtype: str) -> None:
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(11)
+    values = np.array([info.min, info.min + 1, -(2 ** (info.bits // 2)), -3, -1, 0, 1, 2,
+                       2 ** (info.bits // 2), info.max - 1, info.max], dtype=dtype)
+    a = rng.choice(values, (19, 23))
+    b = rng.choice(values, (23, 21))
+    for argmax in (False, True):
+        check(a, b, semiring, argmax)
+
+
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_nan_and_infinities_follow_the_numpy_engine(semiring: str) -> None:
+    rng = np.random.default_rng(3)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0], dtype=np.float32)
+    a = rng.choice(specials, (13, 24))
+    b = rng.choice(specials, (24, 15))
+    check(a, b, semiring, True)
+    check(np.full((4, 6), np.nan, np.float64), np.full((6, 5), np.nan, np.float64), semiring, True)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_strided_and_batched_operands(layout: str) -> None:
+    rng = np.random.default_rng(5)
+    a = LAYOUTS[layout](random_values(rng, (3, 1, 10, 13), "float32", 0.05), lambda x: x)
+    b = LAYOUTS[layout](random_values(rng, (1, 2, 13, 11), "float32", 0.05), lambda x: x)
+    check(a, b, "max_plus", True)
+    a = LAYOUTS[layout](random_values(rng, (2, 9, 14), "int64", 0.1), lambda x: x)
+    b = LAYOUTS[layout](random_values(rng, (14, 12), "int64", 0.1), lambda x: x)
+    check(a, b, "min_plus", True)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_thread_splits_give_the_same_bits(threads: int) -> None:
+    """Large enough for the pool; row splits (tall C) and column splits (short, wide C)."""
+    cpu.set_num_threads(threads)
+    try:
+        for shape in [(130, 181, 97), (3, 700, 1100)]:
+            a, b = operand_pair("float32", shape, seed=threads, special_rate=0.02)
+            assert shape[0] * shape[1] * shape[2] >= cpu.SERIAL_WORK
+            check(a, b, "min_plus", True)
+    finally:
+        cpu.set_num_threads(None)
+
+
+def test_splits_cover_c_exactly_once() -> None:
+    for m, n, workers in [(1, 1, 4), (7, 3, 2), (100, 5, 3), (3, 1000, 4), (9, 9, 16)]:
+        covered = np.zeros((m, n), int)
+        for r0, r1, c0, c1 in cpu._splits(m, n, workers):
+            covered[r0:r1, c0:c1] += 1
+        assert (covered == 1).all(), (m, n, workers)
+
+
+def test_thread_count_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu.ENV_THREADS, "two")
+    with pytest.raises(ValueError, match="TROPICAL_GEMM_NUM_THREADS='two'"):
+        cpu.num_threads()
+    monkeypatch.setenv(cpu.ENV_THREADS, "3")
+    assert cpu.num_threads() == 3
+    with pytest.raises(ValueError, match="at least 1"):
+        cpu.set_num_threads(0)
+
+
+def test_kernels_are_cached_under_the_cache_root(cache_root) -> None:
+    """A fresh process compiles into TROPICAL_GEMM_CACHE_DIR/numba-cpu; the next one loads from it."""
+    script = textwrap.dedent("""
+        import numpy as np, tropical_gemm as tg
+        from tropical_gemm.engines.cpu import kernels
+        tg.matmul(np.ones((3, 4), np.float64), np.ones((4, 2), np.float64), "max_min")
+        tile = kernels.tile_function("max", "min", False, False, np.dtype("float64"), np.dtype("int32"))
+        print(sum(tile.stats.cache_hits.values()), sum(tile.stats.cache_misses.values()))
+    """)
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+            for _ in range(2)]
+    assert runs == [["0", "1"], ["1", "0"]]
+    assert any((cache_root / "numba-cpu").rglob("*.nbi"))

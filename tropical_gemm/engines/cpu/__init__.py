@@ -1,0 +1,186 @@
+"""The exact CPU engine: numba-compiled SIMD kernels on a thread pool of our own.
+
+Semantics, shared with the CUDA engine bit for bit: NaN never wins ⊕ (numpy's
+fmax/fmin) and is ignored by a min/max ⊗; integers saturate, with the zero
+absorbing; ties go to the smallest k; a zero result is +0.0.
+``tests/numpy_engine.py`` keeps the plain numpy engine this one replaced, as
+the reference the tests compare it with bit for bit.
+
+Speed comes from ``kernels``: packed panels of B, two rows of C by four ks per
+pass, and a column loop that LLVM vectorises to the widest SIMD the host has.
+Each call splits C into row (or column) ranges, one per worker thread; the
+kernels release the GIL.  Memory is the output plus one packed panel per
+worker; strided operands are read in place.
+
+numba is imported, and each kernel variant compiled or loaded from the disk
+cache, on the first product that needs it, so ``import tropical_gemm`` and
+products of other variants pay nothing for it.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from types import ModuleType
+from typing import Callable
+
+import numpy as np
+
+from ...semirings import Semiring
+from ...shapes import operand_batch_index
+from .backward import backward
+
+__all__ = ["NAME", "as_array", "backward", "empty", "forward", "is_c_contiguous", "may_share_memory",
+           "num_threads", "set_num_threads"]
+
+NAME = "cpu"
+
+#: Environment variable that caps the worker threads (default: the CPUs this process may use).
+ENV_THREADS = "TROPICAL_GEMM_NUM_THREADS"
+
+#: Below this many candidates (M·N·K) a product runs on the calling thread:
+#: handing work to the pool costs tens of microseconds.
+SERIAL_WORK = 2**21
+
+_threads_override: list[int] = []
+
+
+def _available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def num_threads() -> int:
+    """Worker threads per product: ``set_num_threads``, else ``$TROPICAL_GEMM_NUM_THREADS``, else all CPUs."""
+    if _threads_override:
+        return _threads_override[-1]
+    configured = os.environ.get(ENV_THREADS)
+    if configured:
+        try:
+            value = int(configured)
+        except ValueError:
+            raise ValueError(f"{ENV_THREADS}={configured!r} is not a whole number of threads; "
+                             f"set it to e.g. 2, or unset it to use every CPU") from None
+        if value < 1:
+            raise ValueError(f"{ENV_THREADS}={value} must be at least 1")
+        return value
+    return _available_cpus()
+
+
+def set_num_threads(threads: "int | None") -> None:
+    """Use ``threads`` workers from now on (``None`` goes back to the default)."""
+    _threads_override.clear()
+    if threads is not None:
+        if int(threads) < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        _threads_override.append(int(threads))
+
+
+@lru_cache(maxsize=None)
+def _pool(workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tropical_gemm_cpu")
+
+
+@lru_cache(maxsize=1)
+def _kernels() -> ModuleType:
+    """The numba kernels, imported on the first product (numba's import is the costly part)."""
+    from . import kernels
+
+    return kernels
+
+
+# ------------------------------------------------------------------- forward
+
+
+def _is_tame(x: np.ndarray, mul: str) -> bool:
+    """True when no ⊗ between integer values of ``x`` can overflow or meet the zero.
+
+    Then plain integer arithmetic is exact, and the kernels skip saturation.
+    """
+    if x.dtype.kind == "f" or mul in ("min", "max") or x.size == 0:
+        return True
+    bits = x.dtype.itemsize * 8
+    limit = 2 ** (bits - 2) if mul == "plus" else 2 ** ((bits - 2) // 2)
+    return bool(x.min() >= -limit and x.max() < limit)
+
+
+def _limits(dtype: np.dtype) -> tuple[np.generic, np.generic]:
+    if dtype.kind == "f":
+        return dtype.type(-np.inf), dtype.type(np.inf)
+    info = np.iinfo(dtype)
+    return dtype.type(info.min), dtype.type(info.max)
+
+
+def _splits(m: int, n: int, workers: int) -> list[tuple[int, int, int, int]]:
+    """Row ranges of C (in pairs of rows, as the kernel takes them), or column ranges when M is small."""
+    if workers == 1 or m * n == 0:
+        return [(0, m, 0, n)]
+    if m >= 4 * workers or n < 32 * workers:
+        step = 2 * -(-m // (2 * workers))
+        return [(r, min(r + step, m), 0, n) for r in range(0, m, step)]
+    step = 16 * -(-n // (16 * workers))
+    return [(0, m, c, min(c + step, n)) for c in range(0, n, step)]
+
+
+def forward(
+    a: np.ndarray,
+    b: np.ndarray,
+    semiring: Semiring,
+    out: np.ndarray,
+    argmax_out: np.ndarray | None,
+) -> None:
+    """Write ``a ⊗ b`` (batched, broadcast) into ``out``, and the argmax if asked.
+
+    ``out`` and ``argmax_out`` are C-contiguous with the broadcast shape ``(*batch, M, N)``.
+    """
+    if out.size == 0:
+        return
+    dtype = out.dtype
+    sat = not (_is_tame(a, semiring.mul) and _is_tame(b, semiring.mul))
+    idx = np.empty((1, 1), dtype=np.int32) if argmax_out is None else None
+    tile = _kernels().tile_function(semiring.add, semiring.mul, sat, argmax_out is not None, dtype,
+                                    (idx if argmax_out is None else argmax_out).dtype)
+    scalars = (semiring.zero(dtype), *_limits(dtype))
+    m, n = out.shape[-2:]
+    workers = num_threads() if out.size * max(a.shape[-1], 1) >= SERIAL_WORK else 1
+    jobs = []
+    for index in np.ndindex(*out.shape[:-2]):
+        a2 = a[operand_batch_index(index, a.shape[:-2])]
+        b2 = b[operand_batch_index(index, b.shape[:-2])]
+        i2 = idx if argmax_out is None else argmax_out[index]
+        jobs += [(a2, b2, out[index], i2, *split, *scalars) for split in _splits(m, n, workers)]
+    _run(tile, jobs, workers)
+
+
+def _run(tile: Callable, jobs: list[tuple], workers: int) -> None:
+    """Run the tile jobs on the calling thread, or spread over ``workers`` threads."""
+    if workers == 1 or len(jobs) == 1:
+        for job in jobs:
+            tile(*job)
+        return
+    for future in [_pool(workers).submit(tile, *job) for job in jobs]:
+        future.result()
+
+
+# --------------------------------------------------------------- array glue
+
+
+def as_array(x: object) -> np.ndarray:
+    """Any host array-like as a numpy array (no copy when it already is one)."""
+    return np.asarray(x)
+
+
+def empty(shape: tuple[int, ...], dtype: np.dtype, like: np.ndarray) -> np.ndarray:
+    """A new array; ``like`` says where, which on the host is always the same place."""
+    return np.empty(shape, dtype=dtype)
+
+
+def is_c_contiguous(x: np.ndarray) -> bool:
+    return bool(x.flags.c_contiguous)
+
+
+def may_share_memory(x: np.ndarray, y: np.ndarray) -> bool:
+    return bool(np.may_share_memory(x, y))

@@ -1,0 +1,291 @@
+"""The CPU engine's compiled loops (numba): packed, register-blocked, one tile of C at a time.
+
+One tile function is built per variant (⊕, ⊗, saturating or not, with argmax
+or not) from a factory whose closure holds only small integers: numba folds
+them into the code as constants, so each variant compiles to its own tight
+loop, and numba's disk cache keys each one by those constants (a closure over
+functions would not be cacheable).  Variants are built on first use, so a
+process compiles or loads only the products it runs.
+
+The loop nest: for each panel of B (``KB`` rows by ``NB`` columns, copied into
+a contiguous buffer that stays in L2), two rows of C take four ks at a time.
+The innermost loop runs over columns with no dependence between iterations,
+so LLVM turns it into SIMD loads, adds and max/min across the whole vector
+unit.  Row views keep its indices provably non-negative: an index numba must
+check for wraparound becomes a gather and runs several times slower.  With
+argmax, a pass takes ``GROUP`` ks and records only which group last improved
+each entry (one compare per group, not per candidate); a scalar pass at the
+end of each panel, while it is still in cache, finds the first k inside the
+group whose candidate equals the result.
+
+Semantics (the engine's module docstring states them; tests/numpy_engine.py
+is the plain reference): a candidate replaces the accumulator only when
+strictly better, so ties keep the smallest k and NaN never wins; the
+accumulator starts at the semiring's zero, and a zero result is +0.0.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+import numba
+from numba import njit, types
+
+from .numba_cache import our_cache_dir
+
+#: ⊕ codes.
+MAX, MIN = 0, 1
+#: ⊗ codes.
+PLUS, TIMES, OMIN, OMAX = 0, 1, 2, 3
+ADD_CODES = {"max": MAX, "min": MIN}
+MUL_CODES = {"plus": PLUS, "times": TIMES, "min": OMIN, "max": OMAX}
+
+#: Rows of B per packed panel: KB x NB x 8 bytes (float64) is 1 MiB, the L2
+#: of current x86 cores; float32 panels use half.
+KB = 256
+#: Panel shape of the argmax variant (see _make_tile).
+KB_ARGMAX = 512
+NB_ARGMAX = 256
+#: ks per pass of the argmax loop; the winning group is resolved to its first k afterwards.
+GROUP = 8
+#: Columns of B per packed panel, and so the width of the vectorised loop.
+NB = 512
+
+
+@njit
+def _saturating_add(x, y, zero, lo, hi):  # noqa: ANN001, ANN202 - numba infers the types
+    """``x + y`` clamped to [lo, hi], with ``zero`` absorbing (integers only).
+
+    Overflow is tested before adding: LLVM treats signed overflow as
+    undefined, so a test on the wrapped sum could be optimised away.  Written
+    with comparisons only, so it also types for floats, where it never runs.
+    """
+    if x == zero or y == zero:
+        return zero
+    if y > 0 and x > hi - y:
+        return hi
+    if y < 0 and x < lo - y:
+        return lo
+    return x + y
+
+
+@njit
+def _magnitude(x):  # noqa: ANN001, ANN202
+    """|x| as uint64, exact even for the most negative integer."""
+    return np.uint64(x) if x >= 0 else np.uint64(-(x + 1)) + np.uint64(1)
+
+
+@njit
+def _saturating_mul(x, y, lo, hi):  # noqa: ANN001, ANN202
+    """``x * y`` clamped to [lo, hi] (integers only; 0 absorbs by arithmetic).
+
+    The magnitudes decide overflow in unsigned arithmetic before multiplying
+    (signed overflow is undefined for LLVM); ``lo`` is ``-(hi + 1)``.
+    """
+    negative = (x < 0) != (y < 0)
+    limit = np.uint64(hi) + np.uint64(1) if negative else np.uint64(hi)
+    ux = _magnitude(x)
+    if ux != np.uint64(0) and _magnitude(y) > limit // ux:
+        return lo if negative else hi
+    return x * y
+
+
+@njit
+def _mul(x, y, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
+    """⊗: NaN-ignoring min/max for floats (numpy's fmin/fmax), saturating integers when ``sat``."""
+    if mul == PLUS:
+        return _saturating_add(x, y, zero, lo, hi) if sat else x + y
+    if mul == TIMES:
+        return _saturating_mul(x, y, lo, hi) if sat else x * y
+    if mul == OMIN:
+        return y if (y < x or x != x) else x
+    return y if (y > x or x != x) else x
+
+
+@njit
+def _better(t, c, add):  # noqa: ANN001, ANN202
+    """Strictly better under ⊕; False for a NaN candidate."""
+    return t > c if add == MAX else t < c
+
+
+@njit
+def _first_winners(a, panel, w, k0, k1, i, row, row_idx, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
+    """Turn the winning groups of ks found in this panel into the first k whose candidate equals C.
+
+    Within a group the candidates replaced the running best only when strictly
+    better, so the winner is the first k whose candidate equals the final
+    value: the smallest k, as the tie rule asks.  ``_mul`` recomputes each
+    candidate exactly as the product did, so equality is exact.  Run while the
+    panel is still in cache; indices from earlier panels are below ``k0``.
+    """
+    for j in range(w):
+        q = row_idx[j]
+        if q >= k0:
+            # A fixed-length scan from the last k down, with selects rather than an
+            # early exit: where the winner sits is random, so branches mispredict.
+            value = row[j]
+            first = q
+            for g in range(GROUP - 1, -1, -1):
+                k = min(q + g, k1 - 1)
+                t = _mul(a[i, k], panel[(k - k0) * w + j], mul, sat, zero, lo, hi)
+                first = k if t == value else first
+            row_idx[j] = first
+
+
+def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, signature: object) -> Callable:  # noqa: C901
+    """The compiled tile function of one variant and signature (constants folded, disk-cached)."""
+    # With argmax, each panel of ks ends with a scalar pass over the entries it
+    # changed; taller, narrower panels make that pass rarer for the same L2.
+    kb_size, nb_size = (KB_ARGMAX, NB_ARGMAX) if argmax else (KB, NB)
+
+    @njit(signature, nogil=True, cache=True)
+    def tile(a, b, out, idx, r0, r1, c0, c1, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913, PLR0915
+        """``out[r0:r1, c0:c1]`` (and ``idx``'s, with argmax) from C-contiguous ``a`` and ``b``.
+
+        Odd rows and ks left over at the edges reuse the same step with a row
+        or a k repeated: ⊕ is idempotent and a repeated candidate only ties,
+        so the result is unchanged and ties still keep the smallest k.
+        """
+        kdim = a.shape[1]
+        for i in range(r0, r1):
+            out[i, c0:c1] = zero
+            if argmax:
+                idx[i, c0:c1] = -1
+        panel = np.empty(kb_size * nb_size, a.dtype)
+        for j0 in range(c0, c1, nb_size):
+            j1 = min(j0 + nb_size, c1)
+            w = j1 - j0
+            for k0 in range(0, kdim, kb_size):
+                k1 = min(k0 + kb_size, kdim)
+                for k in range(k0, k1):
+                    panel[(k - k0) * w : (k - k0 + 1) * w] = b[k, j0:j1]
+                for i in range(r0, r1, 2):
+                    ii = min(i + 1, r1 - 1)
+                    o0 = out[i, j0:j1]
+                    o1 = out[ii, j0:j1]
+                    if argmax:
+                        # Only the winning group of GROUP ks is tracked here (one compare per
+                        # group); _first_winners then finds the k inside it.
+                        i0 = idx[i, j0:j1]
+                        i1 = idx[ii, j0:j1]
+                        for k in range(k0, k1, GROUP):
+                            kg1 = min(k + 1, k1 - 1)
+                            kg2 = min(k + 2, k1 - 1)
+                            kg3 = min(k + 3, k1 - 1)
+                            kg4 = min(k + 4, k1 - 1)
+                            kg5 = min(k + 5, k1 - 1)
+                            kg6 = min(k + 6, k1 - 1)
+                            kg7 = min(k + 7, k1 - 1)
+                            b0 = panel[(k - k0) * w : (k - k0 + 1) * w]
+                            b1 = panel[(kg1 - k0) * w : (kg1 - k0 + 1) * w]
+                            b2 = panel[(kg2 - k0) * w : (kg2 - k0 + 1) * w]
+                            b3 = panel[(kg3 - k0) * w : (kg3 - k0 + 1) * w]
+                            b4 = panel[(kg4 - k0) * w : (kg4 - k0 + 1) * w]
+                            b5 = panel[(kg5 - k0) * w : (kg5 - k0 + 1) * w]
+                            b6 = panel[(kg6 - k0) * w : (kg6 - k0 + 1) * w]
+                            b7 = panel[(kg7 - k0) * w : (kg7 - k0 + 1) * w]
+                            xs = (a[i, k], a[i, kg1], a[i, kg2], a[i, kg3], a[i, kg4], a[i, kg5], a[i, kg6], a[i, kg7])
+                            zs = (a[ii, k], a[ii, kg1], a[ii, kg2], a[ii, kg3], a[ii, kg4], a[ii, kg5], a[ii, kg6], a[ii, kg7])
+                            x0, x1, x2, x3, x4, x5, x6, x7 = xs
+                            z0, z1, z2, z3, z4, z5, z6, z7 = zs
+                            for j in range(w):
+                                c = o0[j]
+                                t = _mul(x0, b0[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, c, add) else c
+                                t = _mul(x1, b1[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x2, b2[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x3, b3[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x4, b4[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x5, b5[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x6, b6[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(x7, b7[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                last = i0[j]
+                                i0[j] = k if _better(v, c, add) else last
+                                o0[j] = v
+                                c = o1[j]
+                                t = _mul(z0, b0[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, c, add) else c
+                                t = _mul(z1, b1[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z2, b2[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z3, b3[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z4, b4[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z5, b5[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z6, b6[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                t = _mul(z7, b7[j], mul, sat, zero, lo, hi)
+                                v = t if _better(t, v, add) else v
+                                last = i1[j]
+                                i1[j] = k if _better(v, c, add) else last
+                                o1[j] = v
+                    else:
+                        for k in range(k0, k1, 4):
+                            ka = min(k + 1, k1 - 1)
+                            kb = min(k + 2, k1 - 1)
+                            kc = min(k + 3, k1 - 1)
+                            b0 = panel[(k - k0) * w : (k - k0 + 1) * w]
+                            b1 = panel[(ka - k0) * w : (ka - k0 + 1) * w]
+                            b2 = panel[(kb - k0) * w : (kb - k0 + 1) * w]
+                            b3 = panel[(kc - k0) * w : (kc - k0 + 1) * w]
+                            x0, x1, x2, x3 = a[i, k], a[i, ka], a[i, kb], a[i, kc]
+                            z0, z1, z2, z3 = a[ii, k], a[ii, ka], a[ii, kb], a[ii, kc]
+                            for j in range(w):
+                                y0, y1, y2, y3 = b0[j], b1[j], b2[j], b3[j]
+                                c = o0[j]
+                                t = _mul(x0, y0, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(x1, y1, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(x2, y2, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(x3, y3, mul, sat, zero, lo, hi)
+                                o0[j] = t if _better(t, c, add) else c
+                                c = o1[j]
+                                t = _mul(z0, y0, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(z1, y1, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(z2, y2, mul, sat, zero, lo, hi)
+                                c = t if _better(t, c, add) else c
+                                t = _mul(z3, y3, mul, sat, zero, lo, hi)
+                                o1[j] = t if _better(t, c, add) else c
+                    if argmax:
+                        _first_winners(a, panel, w, k0, k1, i, o0, idx[i, j0:j1], mul, sat, zero, lo, hi)
+                        if ii != i:
+                            _first_winners(a, panel, w, k0, k1, ii, o1, idx[ii, j0:j1], mul, sat, zero, lo, hi)
+        if floating:
+            for i in range(r0, r1):
+                for j in range(c0, c1):
+                    out[i, j] += 0.0  # a zero result is +0.0, whichever signed zero won
+
+    return tile
+
+
+@lru_cache(maxsize=None)
+def tile_function(add: str, mul: str, sat: bool, argmax: bool, dtype: np.dtype, idx_dtype: np.dtype) -> Callable:
+    """The tile function of one variant, compiled or loaded from the disk cache on first use.
+
+    Its one signature takes A and B with any strides (numba's layout ``A``), read-only:
+    the kernel reads A by element and copies B into panels anyway, so
+    strided operands (Dask chunks of a memory map, transposed views) need no
+    C-contiguous copy, and contiguous ones use the same compiled code.
+    """
+    value, index = numba.from_dtype(np.dtype(dtype)), numba.from_dtype(np.dtype(idx_dtype))
+    operand = types.Array(value, 2, "A", readonly=True)  # read-only memory maps too; writable arrays convert
+    signature = types.void(operand, operand, types.Array(value, 2, "C"), types.Array(index, 2, "C"),
+                           types.int64, types.int64, types.int64, types.int64, value, value, value)
+    with our_cache_dir():
+        return _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, np.dtype(dtype).kind == "f", signature)
