@@ -110,6 +110,18 @@ class Semiring:
             return (a >= b) | isnan(b)
         raise ValueError(f"{self.name} has ⊗ = {self.mul}: each candidate involves both operands")
 
+    def add_ufunc(self, dtype: Any) -> Any:
+        """⊕ as a numpy ufunc: ``fmax``/``fmin`` for floats (NaN ignored), ``maximum``/``minimum`` for integers.
+
+        Examples:
+            >>> import numpy as np, tropical_gemm as tg
+            >>> tg.get_semiring("max_plus").add_ufunc(np.float32).reduce(np.array([1., np.nan, 3.]))
+            np.float64(3.0)
+        """
+        if np.dtype(dtype).kind == "f":
+            return np.fmax if self.add == "max" else np.fmin
+        return np.maximum if self.add == "max" else np.minimum
+
 def _bottom(dt: np.dtype) -> np.generic:  # floats (bfloat16's kind is "V") have infinities
     return dt.type(np.iinfo(dt).min) if dt.kind == "i" else dt.type(-np.inf)
 

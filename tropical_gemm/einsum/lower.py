@@ -19,7 +19,6 @@ from typing import Any, Callable
 import numpy as np
 
 from ..api import matmul
-from ..engines import cpu as cpu_engine
 from ..semirings import Semiring
 from .parse import Parsed
 from .plan import Pair, Plan, Reduce
@@ -78,7 +77,7 @@ def reduce_rows_cpu(x: np.ndarray, semiring: Semiring) -> tuple[np.ndarray, np.n
     value (NaN equals nothing and the ⊕ ignores it).
     """
     zero = semiring.zero(x.dtype)
-    values = cpu_engine.reduce_function(semiring, x.dtype).reduce(x, axis=1, initial=zero)
+    values = semiring.add_ufunc(x.dtype).reduce(x, axis=1, initial=zero)
     values = np.asarray(values, dtype=x.dtype)
     if x.dtype.kind == "f":
         values += 0.0  # a zero result is +0.0, whichever signed zero won

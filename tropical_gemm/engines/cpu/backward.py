@@ -13,13 +13,6 @@ from ...semirings import Semiring
 from ...shapes import operand_batch_index
 
 
-def winner_is_a(semiring: Semiring, a_val: np.ndarray, b_val: np.ndarray) -> np.ndarray:
-    """Where ⊗ is a min or max, which operand's value the candidate took (A on ties)."""
-    if semiring.mul == "min":
-        return (a_val <= b_val) | np.isnan(b_val)
-    return (a_val >= b_val) | np.isnan(b_val)
-
-
 @np.errstate(over="ignore", invalid="ignore")
 def _backward_2d(
     grad_c: np.ndarray,
@@ -43,7 +36,7 @@ def _backward_2d(
         np.add.at(grad_a, (rows, ks), g * b_val)
         np.add.at(grad_b, (ks, cols), g * a_val)
     else:
-        to_a = winner_is_a(semiring, a_val, b_val)
+        to_a = semiring.winner_is_a(a_val, b_val, np.isnan)
         np.add.at(grad_a, (rows[to_a], ks[to_a]), g[to_a])
         to_b = ~to_a
         np.add.at(grad_b, (ks[to_b], cols[to_b]), g[to_b])
