@@ -116,10 +116,14 @@ def test_clear_while_builds_run_never_switches_their_writes_off(cache_root):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", DiskCacheWarning)
-            with ThreadPoolExecutor(4) as pool:
-                outcomes = list(pool.map(
-                    lambda i: cache.get_or_build(request_for(f"s{i}"), lambda: compiled_for(request_for(f"s{i}"))),
-                    range(200)))
+            outcomes, batch, deadline = [], 0, time.monotonic() + 120
+            # builds go on until several clears have run between them, however slow the machine
+            while (batch == 0 or len(clears) <= 5) and time.monotonic() < deadline:
+                with ThreadPoolExecutor(4) as pool:
+                    outcomes += pool.map(
+                        lambda i: cache.get_or_build(request_for(f"s{i}"), lambda: compiled_for(request_for(f"s{i}"))),
+                        range(batch * 200, batch * 200 + 200))
+                batch += 1
     finally:
         stop.set()
         clearer.join()
