@@ -198,7 +198,7 @@ def test_numpy_and_cupy_do_not_mix():
         tg.matmul(a, cupy.asarray(a))
     with pytest.raises(TypeError, match="out is a cupy.ndarray, but the operands run on the cpu engine"):
         tg.matmul(a, a, out=cupy.empty((2, 2), "float32"))
-    with pytest.raises(TypeError, match="out is a ndarray, but the operands run on the cuda engine"):
+    with pytest.raises(TypeError, match="out is a host array, but the operands run on the cuda engine"):
         tg.matmul(cupy.asarray(a), cupy.asarray(a), out=np.empty((2, 2), "float32"))
 
 
