@@ -168,8 +168,13 @@ class Registry:
             if function is not None:  # another thread built it while we waited
                 next(self._memory_hits)
                 return function
-            source, cache = self._source(spec), self._cache()
-            function = self._warm_load(spec, device, source, cache)
+            cache = self._cache()
+            found = self._verified.pop(key, None)  # read and checked by ``available`` just before
+            source = None
+            if found is None:
+                source = self._source(spec)
+                found = cache.lookup(build_request(spec, self._probe_target(device), source, probe=True))
+            function = None if found is None else self._warm_load(spec, device, found)
             if function is not None:
                 self._functions[key] = function
                 with self._guard:
@@ -187,7 +192,7 @@ class Registry:
         return function
 
     def _rebuild_once(self, spec: KernelSpec, target: Target, device: int, refused: BuildOutcome,
-                      exc: Exception, source: str, cache: KernelCache) -> Any:
+                      exc: Exception, source: str | None, cache: KernelCache) -> Any:
         """Heal a binary the driver refused: a cached one is evicted (if exact) and compiled afresh, once.
 
         A binary just compiled by this NVRTC that the driver refuses is a real
@@ -208,18 +213,14 @@ class Registry:
         except LOAD_ERRORS as again:
             raise _load_error(spec, target, outcome.path, again) from again
 
-    def _warm_load(self, spec: KernelSpec, device: int, source: str, cache: KernelCache) -> Any:
-        """The common warm start: a verified cubin for this GPU's arch, loaded without NVRTC.
+    def _warm_load(self, spec: KernelSpec, device: int, found: CachedBinary) -> Any:
+        """The common warm start: a verified cubin for this GPU's arch (found by a probe), loaded without NVRTC.
 
         Returns None (and the full path runs: target from NVRTC, exact key,
-        compile on a miss) when there is no such entry, when the driver
-        refuses it, or when only the exact NVRTC version may be used.
+        compile on a miss) when the driver refuses it.  The probe finds
+        nothing when there is no such entry, or when only the exact NVRTC
+        version may be used.
         """
-        found = self._verified.pop((spec, device), None)
-        if found is None:
-            found = cache.lookup(build_request(spec, self._probe_target(device), source, probe=True))
-        if found is None:
-            return None
         try:
             function = self._timed_load(found.binary, spec.name, device)
         except LOAD_ERRORS as exc:  # e.g. a cubin from a newer NVRTC than this driver loads
