@@ -19,6 +19,7 @@ registry path runs without a GPU.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -27,7 +28,7 @@ from typing import Any, Callable
 
 from .._version import __version__
 from .compiler import Target, compile_program, nvrtc_version, resolve_target
-from .cache import BuildOutcome, BuildRequest, KernelCache, default_cache
+from .cache import BuildOutcome, BuildRequest, CachedBinary, KernelCache, default_cache
 from .source import kernel_options, kernel_source
 from .spec import KernelSpec
 
@@ -137,10 +138,15 @@ class Registry:
         # target stage (tests, no GPU) stands in for it.
         self._probe_target = device_cubin_target if target_for_device is device_target else target_for_device
         self._functions: dict[tuple[KernelSpec, int], Any] = {}
+        # Entries ``available`` read and verified, kept until their first load: the
+        # tiering check and the load of a warm first call read the disk once, not twice.
+        self._verified: dict[tuple[KernelSpec, int], CachedBinary] = {}
+        # Launches found loaded: a C-level counter, so the launch path takes no lock.
+        self._memory_hits = itertools.count()
         self._build_locks: dict[tuple[KernelSpec, int], threading.Lock] = {}
         self._targets: dict[int, Target] = {}
         self._guard = threading.Lock()
-        self._counts = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "loads": 0,
+        self._counts = {"compiled": 0, "disk_hits": 0, "loads": 0,
                         "foreign_nvrtc_hits": 0, "corrupt_replaced": 0}
         # ready_seconds: wall time of memory misses (source, disk cache and its lock, compile, load).
         self._seconds = {"compile_seconds": 0.0, "load_seconds": 0.0, "ready_seconds": 0.0}
@@ -150,8 +156,7 @@ class Registry:
         key = (spec, current_device() if device is None else device)
         function = self._functions.get(key)
         if function is not None:
-            with self._guard:
-                self._counts["memory_hits"] += 1
+            next(self._memory_hits)
             return function
         return self._load(key)
 
@@ -161,11 +166,15 @@ class Registry:
         with self._build_lock(key):
             function = self._functions.get(key)
             if function is not None:  # another thread built it while we waited
-                with self._guard:
-                    self._counts["memory_hits"] += 1
+                next(self._memory_hits)
                 return function
-            source, cache = self._source(spec), self._cache()
-            function = self._warm_load(spec, device, source, cache)
+            cache = self._cache()
+            found = self._verified.pop(key, None)  # read and checked by ``available`` just before
+            source = None
+            if found is None:
+                source = self._source(spec)
+                found = cache.lookup(build_request(spec, self._probe_target(device), source, probe=True))
+            function = None if found is None else self._warm_load(spec, device, found)
             if function is not None:
                 self._functions[key] = function
                 with self._guard:
@@ -183,7 +192,7 @@ class Registry:
         return function
 
     def _rebuild_once(self, spec: KernelSpec, target: Target, device: int, refused: BuildOutcome,
-                      exc: Exception, source: str, cache: KernelCache) -> Any:
+                      exc: Exception, source: str | None, cache: KernelCache) -> Any:
         """Heal a binary the driver refused: a cached one is evicted (if exact) and compiled afresh, once.
 
         A binary just compiled by this NVRTC that the driver refuses is a real
@@ -204,16 +213,14 @@ class Registry:
         except LOAD_ERRORS as again:
             raise _load_error(spec, target, outcome.path, again) from again
 
-    def _warm_load(self, spec: KernelSpec, device: int, source: str, cache: KernelCache) -> Any:
-        """The common warm start: a verified cubin for this GPU's arch, loaded without NVRTC.
+    def _warm_load(self, spec: KernelSpec, device: int, found: CachedBinary) -> Any:
+        """The common warm start: a verified cubin for this GPU's arch (found by a probe), loaded without NVRTC.
 
         Returns None (and the full path runs: target from NVRTC, exact key,
-        compile on a miss) when there is no such entry, when the driver
-        refuses it, or when only the exact NVRTC version may be used.
+        compile on a miss) when the driver refuses it.  The probe finds
+        nothing when there is no such entry, or when only the exact NVRTC
+        version may be used.
         """
-        found = cache.lookup(build_request(spec, self._probe_target(device), source, probe=True))
-        if found is None:
-            return None
         try:
             function = self._timed_load(found.binary, spec.name, device)
         except LOAD_ERRORS as exc:  # e.g. a cubin from a newer NVRTC than this driver loads
@@ -228,10 +235,16 @@ class Registry:
 
     def available(self, spec: KernelSpec, device: int) -> bool:
         """Whether ``spec`` is ready on ``device`` without a compile: loaded, or verified on disk for its arch."""
-        if (spec, device) in self._functions:
+        key = (spec, device)
+        if key in self._functions or key in self._verified:
             return True
         request = build_request(spec, self._probe_target(device), self._source(spec), probe=True)
-        return self._cache().lookup(request) is not None
+        found = self._cache().lookup(request)
+        if found is None:
+            return False
+        with self._guard:
+            self._verified[key] = found  # the load that follows takes these bytes, checked once
+        return True
 
     def target(self, device: int) -> Target:
         """The binary target of ``device`` (resolved once per device)."""
@@ -244,6 +257,7 @@ class Registry:
             function = self._functions.get(key)
             if function is None:
                 function = self._functions[key] = self._timed_load(binary, spec.name, device)
+            self._verified.pop(key, None)
         return function
 
     def _build_lock(self, key: tuple[KernelSpec, int]) -> threading.Lock:
@@ -295,11 +309,17 @@ class Registry:
         cache = self._cache()
         with self._guard:
             snapshot: dict[str, Any] = {**self._counts, **self._seconds}
+            snapshot["memory_hits"] = _count_of(self._memory_hits)
             snapshot["kernels_in_memory"] = len(self._functions)
         snapshot["disk_cache_enabled"] = cache.enabled
         snapshot["disk_cache_writable"] = cache.writable
         snapshot["cache_dir"] = str(cache.root) if cache.root is not None else None
         return snapshot
+
+
+def _count_of(counter: "itertools.count[int]") -> int:
+    """How many times ``next`` was called on a counter started at 0, without advancing it."""
+    return int(repr(counter)[len("count("):-1])
 
 
 def _load_error(spec: KernelSpec, target: Target, path: Path | None, exc: Exception) -> KernelLoadError:

@@ -12,7 +12,6 @@ without the start-up cost of processes.
 from __future__ import annotations
 
 import os
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence, Union
 
@@ -110,6 +109,9 @@ def warmup(
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     count = workers or min(len(jobs), os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
+    # here, not at the top: every first device call imports this package, and only warm-ups need a pool
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
     builder = registry or default_registry()
     outcomes: list[tuple[KernelSpec, Target, BuildOutcome]] = []
     with ThreadPoolExecutor(max_workers=max(count, 1), thread_name_prefix="tropical-gemm-warmup") as pool:

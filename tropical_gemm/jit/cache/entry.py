@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -118,6 +117,8 @@ class EntryMetadata:
 
 
 def metadata_for(request: BuildRequest, compiled: CompiledKernel) -> EntryMetadata:
+    from datetime import datetime, timezone  # here: only a compile writes an entry, and warm starts import less
+
     return EntryMetadata(
         format=FORMAT_VERSION, key=request.key, portable_key=request.portable_key, name=request.name,
         target=request.target.tag, options=compiled.options, nvrtc_version=version_text(compiled.nvrtc_version),

@@ -25,7 +25,6 @@ import hashlib
 import os
 import secrets
 import shutil
-import socket
 import stat
 import time
 from dataclasses import dataclass
@@ -45,7 +44,8 @@ class LockTimeout(Exception):
     """Another process held an entry's lock for the whole timeout."""
 
 
-_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+# os.uname().nodename is what socket.gethostname() returns on POSIX, without importing socket.
+_HOST = hashlib.sha256(os.uname().nodename.encode()).hexdigest()[:8]
 _OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _OPEN_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                 | getattr(os, "O_CLOEXEC", 0))
