@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results_file import save_report  # benchmarks/ is this script's own directory
+from results_file import pyplot, save_report  # benchmarks/ is this script's own directory
 
 #: The compile-time budget of a tuned kernel on the device machine (issue 15).
 BUDGET_S = 1.0
@@ -115,12 +115,8 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def plot(report: dict[str, object], path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(6, 4))
     families = sorted({r["family"] for r in report["kernels"]})

@@ -35,3 +35,15 @@ def save_report(report: dict, out: Path, kind: str, table: list[str]) -> Path:
     print("\n".join(table))
     print(f"wrote {path}")
     return path
+
+
+def pyplot():
+    """matplotlib's pyplot drawing to files (the Agg backend), or None where matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -27,7 +27,7 @@ import numpy as np
 
 import tropical_gemm as tg
 from ceilings import measure_bandwidth, measure_ceilings, time_gpu  # benchmarks/ is this script's own directory
-from results_file import save_report
+from results_file import pyplot, save_report
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -235,12 +235,8 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def plot(report: dict[str, object], path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     rows = report["results"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))

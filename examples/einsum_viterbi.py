@@ -18,6 +18,8 @@ work here; ``fold`` gives Viterbi's own order as an explicit path.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import sys
 import time
 
@@ -70,16 +72,10 @@ def viterbi_einsum(log_pi, log_a, log_e, obs, xp, optimize="auto"):
 
 
 def array_module(device: str):
-    if device == "auto":
-        try:
-            import cupy
-            device = "cuda" if cupy.is_available() else "cpu"
-        except ImportError:
-            device = "cpu"
-    if device == "cuda":
-        import cupy
-        return cupy
-    return np
+    """numpy, or cupy for --device cuda (and for auto where cupy finds a GPU)."""
+    gpu = device == "cuda" or (device == "auto" and importlib.util.find_spec("cupy") is not None
+                               and importlib.import_module("cupy").is_available())
+    return importlib.import_module("cupy") if gpu else np
 
 
 def main(argv: "list[str] | None" = None) -> int:
