@@ -93,3 +93,27 @@ def test_product_paths_call_no_compiling_cupy_function(module):
               and "cupyx" in ((node.module or "") if isinstance(node, ast.ImportFrom) else node.names[0].name)]
     assert found == [], f"{module} calls CuPy functions that compile kernels of their own: {found}"
     assert Path(REPO / module).exists()
+
+
+LAZY_TRAP = """
+    import sys, types
+    import torch
+    import tropical_gemm
+
+    class LazyModule(types.ModuleType):  # as cupy keeps cupyx: loading it costs most of a second
+        def __getattr__(self, name):
+            raise SystemExit(f"the lazy module was loaded (through {name!r})")
+
+    sys.modules["lazy_like_cupyx"] = LazyModule("lazy_like_cupyx")
+    from tropical_gemm.torch import tropical_matmul
+    a, b = torch.rand(3, 4, requires_grad=True), torch.rand(4, 2, requires_grad=True)
+    tropical_matmul(a, b, "max_plus").sum().backward()
+    print("untouched")
+"""
+
+
+def test_registering_the_torch_ops_loads_no_lazy_module():
+    """torch records each op's source through inspect.getmodule, whose scan of sys.modules would load cupy's lazy cupyx."""
+    pytest.importorskip("torch")
+    result = run_python(LAZY_TRAP, {})
+    assert result.returncode == 0 and result.stdout.strip().endswith("untouched"), result.stdout + result.stderr

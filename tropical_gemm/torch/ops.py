@@ -14,6 +14,8 @@ breaks and pass ``torch.library.opcheck``:
 
 from __future__ import annotations
 
+import inspect
+import os
 from typing import Any
 
 import torch
@@ -22,6 +24,23 @@ from torch import Tensor
 from ..semirings import Semiring, get_semiring
 from .kernels import backward, empty_outputs, forward
 from .validation import check_backward_inputs
+
+
+def _known_to_inspect(module_file: str, module_name: str) -> None:
+    """Tell ``inspect`` which module this file is, before the registrations below.
+
+    Registering an op records its source line through ``inspect.getmodule``,
+    which, for a file it has not mapped yet, calls ``hasattr(m, "__file__")`` on
+    every module in ``sys.modules``.  cupy keeps ``cupyx`` there as a lazy
+    module, so that scan would import cupyx and scipy.sparse (most of a
+    second) in any process that imported cupy first.
+    """
+    path = os.path.normcase(os.path.abspath(module_file))
+    for key in (path, os.path.realpath(path)):
+        inspect.modulesbyfile[key] = module_name
+
+
+_known_to_inspect(__file__, __name__)
 
 
 @torch.library.custom_op("tropical_gemm::matmul", mutates_args=())
