@@ -373,6 +373,9 @@ def main() -> int:
         print(json.dumps(CHILDREN[args.child](args)))
         return 0
 
+    from startup import compile_bytecode  # the same .pyc an installed package has
+
+    compile_bytecode()
     gpu = not args.no_gpu
     info = environment(gpu, args.arch or "sm_90")
     args.arch = args.arch or info["arch"]

@@ -3,8 +3,10 @@
 ``tropical_gemm.matmul`` asks here before it picks an engine, so a torch
 tensor comes back as a tensor (with autograd), a dask array stays lazy, and a
 masked array is an error instead of a product that ignores its mask.  Nothing
-here imports torch or dask: a tensor or a dask array can only exist once its
-library is imported, so ``sys.modules`` says whether to look.
+here imports torch, dask or ``numpy.ma`` (numpy imports that lazily, and it
+costs more than a warm product): a tensor, a dask array or a masked array
+can only exist once its module is imported, so ``sys.modules`` says whether
+to look.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-import numpy as np
 
 Product = Callable[..., Any]
 
@@ -24,8 +25,9 @@ def route(arrays: tuple[Any, ...], out: Any, function: str) -> "Product | None":
     array mixed with something its layer does not take.
     """
     outs = out if isinstance(out, tuple) else (out,)
+    masked = sys.modules.get("numpy.ma")
     for label, x in (*zip(("a", "b"), arrays), *(("out", o) for o in outs if o is not None)):
-        if isinstance(x, np.ma.MaskedArray):
+        if masked is not None and isinstance(x, masked.MaskedArray):
             raise TypeError(
                 f"{label} is a masked array, whose mask tropical_gemm would ignore; fill the masked entries "
                 f"with a value that loses, e.g. {label}.filled(tropical_gemm.get_semiring(semiring).zero({label}.dtype)), "
