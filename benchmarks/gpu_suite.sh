@@ -2,7 +2,8 @@
 # The whole GPU side in one call on a CUDA machine: compile the catalogue,
 # the GPU test suite (skips there are failures), then the benchmarks.
 # Stages: warmup, tests, startup, throughput, torch, host (default: all), and
-# tune (tile-shape search), multigpu (the two-GPU tests and benchmarks/dask_scaling.py;
+# compile (benchmarks/compile_times.py: every catalogue kernel's NVRTC time against
+# the 1.0 s budget), tune (tile-shape search), multigpu (the two-GPU tests and benchmarks/dask_scaling.py;
 # needs 2 GPUs and the dask wheels in .whl) and large (operands and outputs over
 # 2**31 elements, ~17 GiB of GPU memory), run by hand.  Results and logs go to $OUT
 # (the device tool's output folder) or benchmarks/results/gpu-run.
@@ -33,6 +34,7 @@ for stage in $stages; do
     startup) { python3 benchmarks/startup.py --out "$OUT" && python3 benchmarks/startup_peers.py --out "$OUT"; } 2>&1 | tee "$OUT/startup.log"; s=${PIPESTATUS[0]} ;;
     throughput) python3 benchmarks/throughput.py --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/throughput.log"; s=${PIPESTATUS[0]} ;;
     host) { python3 benchmarks/host_overhead.py --out "$OUT" && python3 benchmarks/host_overhead.py --cold-start --out "$OUT"; } 2>&1 | tee "$OUT/host.log"; s=${PIPESTATUS[0]} ;;
+    compile) python3 benchmarks/compile_times.py --out "$OUT" 2>&1 | tee "$OUT/compile-times.log"; s=${PIPESTATUS[0]} ;;
     tune) python3 benchmarks/tune_tiles.py --out "$OUT" 2>&1 | tee "$OUT/tune.log"; s=${PIPESTATUS[0]} ;;
     torch) python3 benchmarks/torch_layer.py --out "$OUT" 2>&1 | tee "$OUT/torch.log"; s=${PIPESTATUS[0]} ;;
     multigpu) python3 -m pytest -m "multi_gpu" --require-gpu --require-multi-gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-multigpu.log"; s=${PIPESTATUS[0]}

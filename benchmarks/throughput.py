@@ -1,146 +1,49 @@
-"""Throughput of the CUDA kernels, as ratios to ceilings and peers measured in the same run.
+"""Throughput of the CUDA kernels, each as a share of its own ceiling, peers and the issue-16 targets in one run.
 
 One tropical multiply-add counts as 2 ops, so T ops/s = 2·M·N·K / seconds.
-The ceilings are measured here, on the same device, by issue-rate
-microbenchmarks (independent register chains doing exactly the kernels'
-instruction mix) and a device-to-device copy; the peers are the broadcast
-idioms in torch and CuPy at the sizes they fit.
+The ceilings are measured first, on the same device, by ``ceilings.py``:
+register-only chains of each (semiring, dtype)'s own ⊗-then-⊕ instructions,
+and the copy bandwidth (the memory roofline of the shapes that move more
+than they compute).  Every product goes through ``tropical_gemm.matmul``;
+the peers are the broadcast idioms in torch and CuPy at the sizes they fit.
 
     python benchmarks/throughput.py [--quick] [--out benchmarks/results]
 
-Writes ``throughput-<device>-<date>.json`` (and a PNG plot where matplotlib is
-installed) and prints a table.
+Writes ``throughput-<device>-<date>.json`` (and a PNG where matplotlib is
+installed) and prints the targets table last.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
+import os
 import platform
-import statistics
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
 import tropical_gemm as tg
+from ceilings import measure_bandwidth, measure_ceilings, time_gpu  # benchmarks/ is this script's own directory
+from results_file import save_report
 
-CEILING_SOURCE = r"""
-template <class T, class Op>
-__device__ void chains(T* out, T a, T b, int iters, Op op) {
-  T v[16];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) v[i] = (T)(threadIdx.x + i);
-  for (int it = 0; it < iters; ++it) {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = op(v[i], a, b);
-  }
-  T s = v[0];
-#pragma unroll
-  for (int i = 1; i < 16; ++i) s = s > v[i] ? s : v[i];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
-struct F32 { __device__ float operator()(float v, float a, float b) const { return fmaxf(v + a, b); } };
-struct F64 { __device__ double operator()(double v, double a, double b) const { return fmax(v + a, b); } };
-struct I32 { __device__ int operator()(int v, int a, int b) const { return max(v + a, b); } };
-struct I32Dpx { __device__ int operator()(int v, int a, int b) const { return __viaddmax_s32(v, a, b); } };
-struct F64Sel { __device__ double operator()(double v, double a, double b) const { double s = v + a; return s > b ? s : b; } };
-struct F32MinMax { __device__ float operator()(float v, float a, float b) const { return fmaxf(fminf(v, a), b); } };
-struct I32MinMax { __device__ int operator()(int v, int a, int b) const { return max(min(v, a), b); } };
-struct I64 { __device__ long long operator()(long long v, long long a, long long b) const {
-  long long s = v + a; return s > b ? s : b; } };
-extern "C" __global__ void ceil_f32(float* o, float a, float b, int n) { chains(o, a, b, n, F32()); }
-extern "C" __global__ void ceil_f64(double* o, double a, double b, int n) { chains(o, a, b, n, F64()); }
-extern "C" __global__ void ceil_i32(int* o, int a, int b, int n) { chains(o, a, b, n, I32()); }
-extern "C" __global__ void ceil_i32_dpx(int* o, int a, int b, int n) { chains(o, a, b, n, I32Dpx()); }
-extern "C" __global__ void ceil_f64_sel(double* o, double a, double b, int n) { chains(o, a, b, n, F64Sel()); }
-extern "C" __global__ void ceil_f32_minmax(float* o, float a, float b, int n) { chains(o, a, b, n, F32MinMax()); }
-extern "C" __global__ void ceil_i32_minmax(int* o, int a, int b, int n) { chains(o, a, b, n, I32MinMax()); }
-extern "C" __global__ void ceil_i64(long long* o, long long a, long long b, int n) { chains(o, a, b, n, I64()); }
-"""
+DTYPES = ("float32", "float64", "int32", "int64")
 
 
-def time_gpu(fn, *, reps: int = 10, trials: int = 5, graph: bool = False) -> float:
-    """Median seconds per call over ``trials`` timed batches of ``reps`` calls, after a warm-up.
-
-    With ``graph=True`` the ``reps`` calls are captured once into a CUDA graph
-    and the replays are timed, so that short kernels are measured rather than
-    the host's time to issue them (METHOD.md's advice for small launches).
-    """
+def random_operands(shape_a, shape_b, dtype, seed: int = 0):
+    """Fresh random operands, drawn on the host (no CuPy kernel is compiled for them) and uploaded."""
     import cupy as cp
 
-    if not graph:  # on the default stream, which also orders torch's default-stream work
-        fn()
-        cp.cuda.Device().synchronize()
-        return statistics.median(_timed_batches(lambda: [fn() for _ in range(reps)], None, trials, reps))
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        fn()
-        stream.synchronize()
-        stream.begin_capture()
-        for _ in range(reps):
-            fn()
-        captured = stream.end_capture()
-        captured.launch(stream)
-        return statistics.median(_timed_batches(lambda: captured.launch(stream), stream, trials, reps))
+    rng = np.random.default_rng(seed)
 
+    def draw(shape):
+        if np.dtype(dtype).kind == "f":
+            return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+        return rng.integers(-1000, 1000, shape, dtype=dtype)
 
-def _timed_batches(run, stream, trials: int, reps: int) -> list[float]:
-    import cupy as cp
-
-    samples = []
-    for _ in range(trials):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        run()
-        stop.record(stream)
-        stop.synchronize()
-        samples.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / reps)
-    return samples
-
-
-def measure_ceilings() -> dict[str, float]:
-    """T tropical ops/s of the best instruction mix per dtype, all SMs busy."""
-    import cupy as cp
-
-    module = cp.RawModule(code=CEILING_SOURCE, options=("--std=c++17",))
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    blocks, threads, iters = sms * 8, 256, 4096
-    results = {}
-    for name, dtype in [("f32", "f4"), ("f64", "f8"), ("f64_sel", "f8"), ("i32", "i4"), ("i32_dpx", "i4"),
-                        ("i64", "i8"), ("f32_minmax", "f4"), ("i32_minmax", "i4")]:
-        kernel = module.get_function(f"ceil_{name}")
-        out = cp.empty(blocks * threads, dtype)
-        scalar = np.dtype(dtype).type
-        seconds = time_gpu(lambda: kernel((blocks,), (threads,), (out, scalar(1), scalar(3), np.int32(iters))), reps=3)
-        results[name] = 2 * 16 * blocks * threads * iters / seconds / 1e12
-    # Per dtype, the best instruction mix for ⊗ = + then ⊕; max_min/min_max use
-    # two min/max instructions, whose own ceiling is listed under "detail".
-    return {
-        "float32": results["f32"], "float64": max(results["f64"], results["f64_sel"]),
-        "int32": max(results["i32"], results["i32_dpx"]), "int64": results["i64"],
-        "detail": results,
-    }
-
-
-def measure_bandwidth() -> float:
-    """Bytes read plus written per second by a large device-to-device copy (TB/s)."""
-    import cupy as cp
-
-    src = cp.ones(2**28, dtype=cp.float32)
-    dst = cp.empty_like(src)
-    seconds = time_gpu(lambda: cp.copyto(dst, src), reps=5)
-    return 2 * src.nbytes / seconds / 1e12
-
-
-def random_operands(shape_a, shape_b, dtype):
-    import cupy as cp
-
-    rng = cp.random.default_rng(0)
-    if np.dtype(dtype).kind == "f":
-        return rng.standard_normal(shape_a, dtype=np.float64).astype(dtype), rng.standard_normal(shape_b, dtype=np.float64).astype(dtype)
-    return (rng.integers(-1000, 1000, shape_a).astype(dtype), rng.integers(-1000, 1000, shape_b).astype(dtype))
+    return cp.asarray(draw(shape_a)), cp.asarray(draw(shape_b))
 
 
 def bench_product(m, k, n, dtype="float32", semiring="max_plus", *, argmax=False, batch=(), graph=False) -> float:
@@ -156,7 +59,7 @@ def bench_backward(m, k, n, dtype="float32", semiring="max_plus", deterministic=
 
     a, b = random_operands((m, k), (k, n), dtype)
     c, idx = tg.matmul(a, b, semiring, argmax=True)
-    g = cp.ones_like(c)
+    g = cp.asarray(np.random.default_rng(1).standard_normal(c.shape, dtype=np.float32).astype(dtype))
     return time_gpu(lambda: tg.matmul_backward(g, a, b, idx, semiring, deterministic=deterministic), reps=3)
 
 
@@ -196,65 +99,139 @@ def environment() -> dict[str, object]:
     except ImportError:
         pass
     return {"device": props["name"].decode(), "arch": f"sm_{props['major']}{props['minor']}",
-            "sms": props["multiProcessorCount"], "versions": versions,
+            "sms": props["multiProcessorCount"], "versions": versions, "commit": commit(),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+
+def commit() -> str:
+    """The git commit measured: ``TG_COMMIT`` where the tree is an export without .git, else git's HEAD."""
+    if os.environ.get("TG_COMMIT"):
+        return os.environ["TG_COMMIT"]
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parent)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return done.stdout.strip()
+
+
+class Recorder:
+    """Rows of the report: each product's time, T ops/s and share of its own ceiling, and the targets it meets."""
+
+    def __init__(self, ceilings: dict[str, dict[str, float]], bandwidth: float) -> None:
+        self.ceilings, self.bandwidth, self.rows = ceilings, bandwidth, []
+
+    def product(self, case: str, seconds: float, work: float, semiring: str = "max_plus", dtype: str = "float32",
+                target: "tuple[str, float] | None" = None, **extra) -> dict[str, object]:
+        """``target``: (metric, bound), metric one of share (of the ceiling, ≥), tops (≥), of_plain (≥),
+        of_roofline (≥), of_forward (≤)."""
+        tops = work / seconds / 1e12
+        row = {"case": case, "seconds": seconds, "tops": tops, "semiring": semiring, "dtype": dtype,
+               "share": tops / self.ceilings[semiring][dtype], **extra}
+        if "moved_bytes" in row:
+            row["of_roofline"] = row["moved_bytes"] / seconds / 1e12 / self.bandwidth
+        if target is not None:
+            metric, bound = target
+            row.update(metric=metric, target=bound,
+                       met=row[metric] <= bound if metric == "of_forward" else row[metric] >= bound)
+        self.rows.append(row)
+        print(f"  {case:<46} {seconds * 1e3:9.3f} ms {tops:7.2f} T ops/s {row['share']:6.1%} of ceiling"
+              + (f"  [{row['metric']} {row[row['metric']]:.3g} vs {bound}: {'met' if row['met'] else 'MISSED'}]"
+                 if target else ""), file=sys.stderr, flush=True)
+        return row
+
+
+def square_sweep(rec: Recorder, quick: bool) -> None:
+    for s in ([256, 1024, 2048, 4096] if quick else [256, 512, 1024, 2048, 4096, 8192]):
+        target = {4096: ("share", 0.92), 8192: ("share", 0.92), 2048: ("tops", 25.0), 1024: ("share", 0.75),
+                  512: ("share", 0.45)}.get(s)
+        rec.product(f"square {s}^3 f32 max_plus", bench_product(s, s, s), 2 * s**3, size=s, op="forward",
+                    timing="calls", target=target)
+        if s <= 1024:  # where the host's issue time can hide the kernel
+            rec.product(f"square {s}^3 f32 max_plus (graph)", bench_product(s, s, s, graph=True), 2 * s**3,
+                        size=s, op="forward", timing="graph")
+
+
+def semiring_grid(rec: Recorder, size: int) -> dict[tuple[str, str], float]:
+    """Every semiring × dtype at ``size``³, plain and with argmax; returns the plain times."""
+    plain = {}
+    for dtype in DTYPES:
+        for semiring in tg.semirings():
+            share_target = {("max_plus", "int32"): 0.90, ("max_plus", "float64"): 0.85,
+                            ("max_plus", "int64"): 0.80}.get((semiring, dtype))
+            if semiring in ("max_min", "min_max"):
+                share_target = 0.92
+            t = bench_product(size, size, size, dtype, semiring)
+            plain[(dtype, semiring)] = t
+            rec.product(f"{semiring} {dtype} {size}^3", t, 2 * size**3, semiring, dtype, size=size, op="forward",
+                        target=None if share_target is None or (semiring, dtype) == ("max_plus", "float32")
+                        else ("share", share_target))
+            t_arg = bench_product(size, size, size, dtype, semiring, argmax=True)
+            rec.product(f"{semiring} {dtype} {size}^3 argmax", t_arg, 2 * size**3, semiring, dtype, size=size,
+                        op="forward_argmax", of_plain=t / t_arg, target=("of_plain", 0.85))
+    return plain
+
+
+def shapes(rec: Recorder) -> None:
+    """Shapes that do not fill the GPU with square tiles: batched, odd, K-small, skinny."""
+    rec.product("batched 256 x 256^3 f32", bench_product(256, 256, 256, batch=(256,)), 2 * 256**4, op="forward",
+                target=("share", 0.80))
+    for m, k, n in [(1000, 3000, 777), (3000, 1000, 2047)]:
+        rec.product(f"odd {m}x{k}x{n} f32", bench_product(m, k, n), 2 * m * k * n, op="forward",
+                    target=("share", 0.75))
+    for m, k, n in [(4096, 32, 4096), (2**21, 4, 4), (8, 4096, 4096), (4096, 4096, 8)]:
+        moved = 4 * (m * k + k * n + m * n)
+        bound = ("of_roofline", 0.60) if (m, k, n) in [(4096, 32, 4096), (2**21, 4, 4)] else None
+        for graph in (False, True):
+            rec.product(f"skinny {m}x{k}x{n} f32" + (" (graph)" if graph else ""), bench_product(m, k, n, graph=graph),
+                        2 * m * n * k, op="forward", timing="graph" if graph else "calls", moved_bytes=moved,
+                        target=bound if not graph else None)
+
+
+def backward_and_peers(rec: Recorder, quick: bool) -> None:
+    fwd = bench_product(4096, 4096, 4096)
+    for det in (False, True):
+        t = bench_backward(4096, 4096, 4096, deterministic=det)
+        rec.product(f"backward 4096^3 f32 max_plus {'deterministic' if det else 'atomic'}", t, 2 * 4096**3,
+                    op="backward", of_forward=t / fwd, target=None if det else ("of_forward", 0.15))
+    for s in ([1024] if quick else [1024, 2048]):
+        ours = bench_product(s, s, s)
+        for name, t in bench_idioms(s).items():
+            rec.product(f"peer {name} {s}^3 f32 max_plus", t, 2 * s**3, op="peer", size=s, ours_speedup=t / ours)
 
 
 def run(quick: bool) -> dict[str, object]:
     env = environment()
-    print(f"device: {env['device']} ({env['arch']}), measuring ceilings...", file=sys.stderr)
+    print(f"device: {env['device']} ({env['arch']}), measuring ceilings...", file=sys.stderr, flush=True)
     ceilings = measure_ceilings()
     bandwidth = measure_bandwidth()
-    rows: list[dict[str, object]] = []
+    rec = Recorder(ceilings, bandwidth["best"])
+    square_sweep(rec, quick)
+    semiring_grid(rec, 2048 if quick else 4096)
+    shapes(rec)
+    backward_and_peers(rec, quick)
+    return {"environment": env, "command": "python benchmarks/throughput.py" + (" --quick" if quick else ""),
+            "ceilings_tops": ceilings, "bandwidth_tbs": bandwidth, "results": rec.rows}
 
-    def record(case, seconds, work, dtype, **extra):
-        tops = work / seconds / 1e12
-        rows.append({"case": case, "seconds": seconds, "tops": tops, "dtype": dtype,
-                     "ratio_to_ceiling": tops / ceilings[dtype], **extra})
-        print(f"  {case:<44} {seconds * 1e3:9.3f} ms {tops:7.2f} T ops/s "
-              f"{tops / ceilings[dtype]:6.1%} of ceiling", file=sys.stderr)
 
-    sizes = [256, 1024, 2048, 4096] if quick else [256, 512, 1024, 2048, 4096, 8192]
-    for s in sizes:
-        record(f"square {s}^3 f32 max_plus", bench_product(s, s, s), 2 * s**3, "float32", size=s, op="forward",
-               timing="calls")
-        if s <= 1024:  # where the host's issue time can hide the kernel
-            record(f"square {s}^3 f32 max_plus (graph)", bench_product(s, s, s, graph=True), 2 * s**3,
-                   "float32", size=s, op="forward", timing="graph")
-    grid = 2048 if quick else 4096
-    plain = {}
-    for dtype in ("float32", "float64", "int32", "int64"):
-        for semiring in tg.semirings():
-            size = grid if dtype in ("float32", "int32") else grid // 2
-            t = bench_product(size, size, size, dtype, semiring)
-            plain[(dtype, semiring)] = t
-            record(f"{semiring} {dtype} {size}^3", t, 2 * size**3, dtype, semiring=semiring, size=size, op="forward",
-                   ratio_to_max_plus=plain[(dtype, "max_plus")] / t)
-            t_arg = bench_product(size, size, size, dtype, semiring, argmax=True)
-            record(f"{semiring} {dtype} {size}^3 argmax", t_arg, 2 * size**3, dtype, semiring=semiring,
-                   size=size, op="forward_argmax", ratio_to_forward=t / t_arg)
-    fwd = bench_product(4096, 4096, 4096)
-    for det in (False, True):
-        t = bench_backward(4096, 4096, 4096, deterministic=det)
-        rows.append({"case": f"backward 4096^3 f32 max_plus {'deterministic' if det else 'atomic'}",
-                     "seconds": t, "fraction_of_forward": t / fwd, "dtype": "float32", "op": "backward"})
-        print(f"  {rows[-1]['case']:<44} {t * 1e3:9.3f} ms {t / fwd:7.1%} of forward", file=sys.stderr)
-    record("batched 256 x 256^3 f32", bench_product(256, 256, 256, batch=(256,)), 2 * 256**4, "float32", op="forward")
-    for m, k, n in [(2**21, 4, 4), (4096, 32, 4096), (8, 4096, 4096), (4096, 4096, 8)]:
-        moved = 4 * (m * k + k * n + m * n)
-        for graph in (False, True):
-            t = bench_product(m, k, n, graph=graph)
-            record(f"skinny {m}x{k}x{n} f32" + (" (graph)" if graph else ""), t, 2 * m * n * k, "float32",
-                   op="forward", timing="graph" if graph else "calls",
-                   bandwidth_tbs=moved / t / 1e12, ratio_to_bandwidth=moved / t / 1e12 / bandwidth)
-    idiom_sizes = [1024] if quick else [1024, 2048]
-    for s in idiom_sizes:
-        ours = bench_product(s, s, s)
-        for name, t in bench_idioms(s).items():
-            rows.append({"case": f"{name} {s}^3 f32 max_plus", "seconds": t, "tops": 2 * s**3 / t / 1e12,
-                         "ours_speedup": t / ours, "dtype": "float32", "op": "peer"})
-            print(f"  {rows[-1]['case']:<44} {t * 1e3:9.3f} ms  ours is {t / ours:6.1f}x faster", file=sys.stderr)
-    return {"environment": env, "ceilings_tops": ceilings, "bandwidth_tbs": bandwidth, "results": rows}
+def table(report: dict[str, object]) -> list[str]:
+    c = report["ceilings_tops"]
+    lines = ["ceilings, T ops/s (register-only chains of each mix):",
+             f"  {'':<10}" + "".join(f"{d:>9}" for d in DTYPES)]
+    lines += [f"  {sr:<10}" + "".join(f"{c[sr][d]:9.1f}" for d in DTYPES) for sr in c]
+    lines.append("copy bandwidth (read + write): " + ", ".join(f"{k} {v:.2f} TB/s"
+                                                            for k, v in report["bandwidth_tbs"].items()))
+    lines.append(f"{'case':<46} {'ms':>9} {'T ops/s':>8} {'ceiling':>8}  target")
+    for r in report["results"]:
+        verdict = (f"{r['metric']} {r[r['metric']]:.3g} {'<=' if r['metric'] == 'of_forward' else '>='} "
+                   f"{r['target']}: {'met' if r['met'] else 'MISSED'}") if "target" in r else ""
+        peer = f"ours {r['ours_speedup']:.0f}x faster" if "ours_speedup" in r else ""
+        lines.append(f"{r['case']:<46} {r['seconds'] * 1e3:9.3f} {r['tops']:8.2f} {r['share']:8.1%}  {verdict}{peer}")
+    missed = [r["case"] for r in report["results"] if r.get("met") is False]
+    lines.append(f"targets met: {sum(1 for r in report['results'] if r.get('met'))} of "
+                 f"{sum(1 for r in report['results'] if 'met' in r)}; missed: {', '.join(missed) or 'none'}")
+    return lines
 
 
 def plot(report: dict[str, object], path: Path) -> bool:
@@ -265,22 +242,27 @@ def plot(report: dict[str, object], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    squares = [r for r in report["results"] if str(r["case"]).startswith("square")]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    rows = report["results"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for timing, style, label in (("calls", "o-", "tropical_gemm f32 max_plus"),
                                  ("graph", "s--", "the same, kernels only (CUDA graph replay)")):
-        rows = [r for r in squares if r.get("timing", "calls") == timing]
-        ax.plot([r["size"] for r in rows], [r["tops"] for r in rows], style, label=label)
-    ax.axhline(report["ceilings_tops"]["float32"], color="gray", ls="--", label="measured f32 ceiling")
-    peers = [r for r in report["results"] if r["op"] == "peer"]
-    for r in peers:
-        ax.plot([int(str(r["case"]).split()[1].split("^")[0])], [r["tops"]], "x", label=r["case"])
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("M = N = K")
-    ax.set_ylabel("T tropical ops/s")
-    ax.set_title(f"{report['environment']['device']}")
-    ax.legend(fontsize=7)
+        sq = [r for r in rows if str(r["case"]).startswith("square") and r.get("timing") == timing]
+        left.plot([r["size"] for r in sq], [r["tops"] for r in sq], style, label=label)
+    left.axhline(report["ceilings_tops"]["max_plus"]["float32"], color="gray", ls="--", label="measured f32 ceiling")
+    for r in (r for r in rows if r["op"] == "peer"):
+        left.plot([r["size"]], [r["tops"]], "x", label=r["case"])
+    left.set(xscale="log", yscale="log", xlabel="M = N = K", ylabel="T tropical ops/s",
+             title=report["environment"]["device"])
+    left.set_xscale("log", base=2)
+    left.legend(fontsize=7)
+    judged = [r for r in rows if "met" in r]
+    values = [r[r["metric"]] / r["target"] if r["metric"] != "of_forward" else r["target"] / r[r["metric"]]
+              for r in judged]
+    right.barh(range(len(judged)), values, color=["tab:green" if r["met"] else "tab:red" for r in judged])
+    right.axvline(1.0, color="black", lw=1)
+    right.set_yticks(range(len(judged)), [r["case"] for r in judged], fontsize=6)
+    right.set_xlabel("measured / target (≥ 1: met)")
+    right.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return True
@@ -292,19 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     report = run(args.quick)
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"throughput-{report['environment']['device'].replace(' ', '_')}-{report['environment']['date'][:10]}"
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2))
-    plotted = plot(report, args.out / f"{stem}.png")
-    c = report["ceilings_tops"]
-    print(f"ceilings T ops/s: f32 {c['float32']:.1f}  f64 {c['float64']:.1f}  i32 {c['int32']:.1f}  "
-          f"i64 {c['int64']:.1f}; copy {report['bandwidth_tbs']:.2f} TB/s")
-    for r in report["results"]:
-        extra = (f"{r['ratio_to_ceiling']:.0%} ceil" if "ratio_to_ceiling" in r else
-                 f"{r.get('fraction_of_forward', 0):.1%} of fwd" if r["op"] == "backward" else
-                 f"ours {r.get('ours_speedup', 0):.0f}x")
-        print(f"{r['case']:<44} {r['seconds'] * 1e3:9.3f} ms  {r.get('tops', float('nan')):6.2f}  {extra}")
-    print(f"wrote {args.out / stem}.json" + (" and .png" if plotted else " (no matplotlib: no plot)"))
+    path = save_report(report, args.out, "throughput", table(report))
+    if plot(report, path.with_suffix(".png")):
+        print(f"wrote {path.with_suffix('.png')}")
     return 0
 
 

@@ -1,10 +1,11 @@
-"""Try tile shapes for the square forward kernels and time each on this GPU.
+"""Try tile shapes and k-loop unroll factors for the square forward kernels and time each on this GPU.
 
 Each candidate runs in a fresh process that swaps one entry of
-``tropical_gemm.jit.source.TILE_SHAPES`` before its first kernel is built
-(the shape is part of the source, hence of the cache key, so candidates never
-share a cache entry).  The winners go into ``TILE_SHAPES`` by hand, with this
-script's JSON as the record.
+``tropical_gemm.jit.source.TILE_SHAPES`` (or the preamble's ``TG_UNROLL``
+line) before its first kernel is built (both are part of the source, hence
+of the cache key, so candidates never share a cache entry).  The winners go
+into ``TILE_SHAPES`` (or the preamble) by hand, with this script's JSON as
+the record.
 
     python benchmarks/tune_tiles.py [--out benchmarks/results]
 """
@@ -20,19 +21,23 @@ from pathlib import Path
 
 #: (dtype, op, semiring, size, candidate shapes as bm, bn, bk, tm, tn, min_blocks)
 CANDIDATES = [
-    ("float32", "forward_argmax", "max_plus", 4096, [(128, 64, 8, 8, 4, 2), (128, 128, 16, 8, 8, 1),
-                                                    (128, 128, 8, 8, 8, 1)]),
-    ("int32", "forward_argmax", "max_plus", 4096, [(128, 64, 8, 8, 4, 2), (128, 128, 16, 8, 8, 1)]),
-    ("float64", "forward_argmax", "max_plus", 2048, [(64, 64, 8, 4, 4, 2), (64, 64, 16, 4, 4, 2)]),
-    ("float64", "forward", "max_plus", 2048, [(64, 64, 16, 4, 4, 2), (64, 128, 16, 4, 8, 1)]),
+    ("int64", "forward", "max_plus", 4096, [(64, 64, 8, 4, 4, 2), (64, 64, 16, 4, 4, 2)]),
 ]
+
+#: (dtype, op, semiring, size, k-loop unroll factors of the square kernel, TG_UNROLL in the preamble)
+UNROLLS = [("float32", "forward", "max_plus", 4096, [16, 8, 4]), ("int32", "forward", "max_plus", 4096, [16, 8, 4]),
+           ("float32", "forward_argmax", "max_plus", 4096, [16, 4])]
 
 CHILD = r"""
 import json, sys
 import numpy as np
 cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
-source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
+if "shape" in cfg:
+    source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
+if "unroll" in cfg:
+    default = source.preamble
+    source.preamble = lambda: default().replace("#define TG_UNROLL 4", "#define TG_UNROLL %d" % cfg["unroll"])
 sys.path.insert(0, "benchmarks")
 from throughput import bench_product
 s = cfg["size"]
@@ -46,16 +51,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     rows = []
-    for dtype, op, semiring, size, shapes in CANDIDATES:
-        for shape in shapes:
-            cfg = {"dtype": dtype, "op": op, "semiring": semiring, "size": size, "shape": shape}
-            done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
-                                  env={**__import__("os").environ, "TROPICAL_GEMM_DISABLE_DISK_CACHE": "1"})
-            result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
-                "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
-            rows.append({**cfg, **result})
-            print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(shape):28} "
-                  + (f"{result['tops']:6.2f} T ops/s" if "tops" in result else result["error"]), flush=True)
+    configs = [{"dtype": d, "op": o, "semiring": s, "size": n, "shape": shape}
+               for d, o, s, n, shapes in CANDIDATES for shape in shapes]
+    configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "unroll": u}
+                for d, o, s, n, unrolls in UNROLLS for u in unrolls]
+    for cfg in configs:
+        dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
+        done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
+                              env={**__import__("os").environ, "TROPICAL_GEMM_DISABLE_DISK_CACHE": "1"})
+        result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
+            "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+        rows.append({**cfg, **result})
+        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(cfg.get('shape', cfg.get('unroll'))):28} "
+              + (f"{result['tops']:6.2f} T ops/s" if "tops" in result else result["error"]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     (args.out / f"tune-tiles-{date[:10]}.json").write_text(json.dumps({"date": date, "results": rows}, indent=2))

@@ -17,6 +17,12 @@
 //    can overflow or meet the zero) they take the fast path, else the exact one;
 //  * ties go to the smallest k; a zero float result is stored as +0.0.
 
+// How many k steps of a staged slice the square kernel unrolls.  Each step
+// is TM×TN ⊗ and ⊕ in straight-line code, so a full unroll (BK steps) made
+// ptxas the bulk of a first call's wait (over a second per kernel); four
+// steps keep the loop's own cost to a few instructions per thousand.
+// benchmarks/tune_tiles.py swaps this line to compare factors.
+#define TG_UNROLL 4
 typedef long long i64;
 typedef unsigned long long u64;
 
@@ -114,8 +120,7 @@ struct MaxPlus {
     else { return (a == zero<T>() || b == zero<T>()) ? zero<T>() : sat_add(a, b); }
   }
   template <class T> __device__ static T mac(T acc, T a, T b) {
-    if constexpr (sizeof(T) == 4 && !IsFloat<T>::value) { return __viaddmax_s32(a, b, acc); }
-    else { return add(acc, mul_fast(a, b)); }
+    return add(acc, mul_fast(a, b));
   }
   template <class T> __device__ static bool tame(T x) { return tame_for_plus(x); }
 };
@@ -131,8 +136,7 @@ struct MinPlus {
     else { return (a == zero<T>() || b == zero<T>()) ? zero<T>() : sat_add(a, b); }
   }
   template <class T> __device__ static T mac(T acc, T a, T b) {
-    if constexpr (sizeof(T) == 4 && !IsFloat<T>::value) { return __viaddmin_s32(a, b, acc); }
-    else { return add(acc, mul_fast(a, b)); }
+    return add(acc, mul_fast(a, b));
   }
   template <class T> __device__ static bool tame(T x) { return tame_for_plus(x); }
 };
@@ -318,10 +322,16 @@ struct SquareKernel {
     }
   }
 
+  // The exact (WIDE) path runs only on tiles holding extreme integers: its
+  // k loop stays rolled, since unrolling its long saturating ⊗ sixteen times
+  // multiplied the compile time (ptxas) for no speed that matters.
   template <bool WIDE>
   __device__ static void consume_values(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
-    if (steps == BK) {
-#pragma unroll
+    if constexpr (WIDE) {
+#pragma unroll 1
+      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+    } else if (steps == BK) {
+#pragma unroll TG_UNROLL
       for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
     } else {
       for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
@@ -486,31 +496,49 @@ struct SkinnyKernel {
   static constexpr int SC_BYTES = BN * (TM + 1) * ((int)sizeof(T) + (ARGMAX ? 4 : 0));
   static constexpr int RAW_BYTES = SB_BYTES > SC_BYTES ? SB_BYTES : SC_BYTES;
 
+  // One k step on this thread's TM outputs, with the fast or the exact (WIDE) ⊗.
+  template <bool WIDE>
+  __device__ static void step(const T (&sa)[BK][TM], T b, int kk, i64 k, T (&acc)[TM], int (&idx)[TM]) {
+    T a[TM];
+#pragma unroll
+    for (int c = 0; c < TM / V; ++c) {
+      Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(&sa[kk][c * V]);
+#pragma unroll
+      for (int x = 0; x < V; ++x) a[c * V + x] = v.v[x];
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      if constexpr (ARGMAX) {
+        T cand = WIDE ? SR::template mul_exact<T>(a[i], b) : SR::template mul_fast<T>(a[i], b);
+        if (SR::template better<T>(cand, acc[i])) { acc[i] = cand; idx[i] = (int)k; }
+      } else if constexpr (WIDE) {
+        acc[i] = SR::template add<T>(acc[i], SR::template mul_exact<T>(a[i], b));
+      } else {
+        acc[i] = SR::template mac<T>(acc[i], a[i], b);
+      }
+    }
+  }
+
+  // The exact path runs only on slices holding extreme integers: its k loop
+  // stays rolled (unrolled, it multiplied the compile time), so it reads
+  // this thread's B values again from memory (bcol: its column at k0)
+  // rather than from the register array, which a run-time index would move
+  // to local memory.
   template <bool WIDE>
   __device__ static void consume(const T (&sa)[BK][TM], const T (&bv)[BK], const T (*sb)[BN + 1], int steps,
-                                 i64 k0, T (&acc)[TM], int (&idx)[TM]) {
-#pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-      if (kk >= steps) break;
-      T a[TM];
-#pragma unroll
-      for (int c = 0; c < TM / V; ++c) {
-        Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(&sa[kk][c * V]);
-#pragma unroll
-        for (int x = 0; x < V; ++x) a[c * V + x] = v.v[x];
+                                 i64 k0, T (&acc)[TM], int (&idx)[TM], const T* bcol, i64 b_sk, bool n_ok) {
+    if constexpr (WIDE) {
+#pragma unroll 1
+      for (int kk = 0; kk < steps; ++kk) {
+        T b;
+        if constexpr (B_ROW) b = n_ok ? bcol[kk * b_sk] : T(0); else b = sb[kk][threadIdx.x];
+        step<true>(sa, b, kk, k0 + kk, acc, idx);
       }
-      T b;
-      if constexpr (B_ROW) b = bv[kk]; else b = sb[kk][threadIdx.x];
+    } else {
 #pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        if constexpr (ARGMAX) {
-          T cand = WIDE ? SR::template mul_exact<T>(a[i], b) : SR::template mul_fast<T>(a[i], b);
-          if (SR::template better<T>(cand, acc[i])) { acc[i] = cand; idx[i] = (int)(k0 + kk); }
-        } else if constexpr (WIDE) {
-          acc[i] = SR::template add<T>(acc[i], SR::template mul_exact<T>(a[i], b));
-        } else {
-          acc[i] = SR::template mac<T>(acc[i], a[i], b);
-        }
+      for (int kk = 0; kk < BK; ++kk) {
+        if (kk >= steps) break;
+        step<false>(sa, B_ROW ? bv[kk] : sb[kk][threadIdx.x], kk, k0 + kk, acc, idx);
       }
     }
   }
@@ -580,10 +608,11 @@ struct SkinnyKernel {
         bool wild = false;
         if constexpr (EXACT) wild = __syncthreads_or(!tame); else __syncthreads();
         if constexpr (EXACT) {
-          if (wild) consume<true>(sa, bv, sb, steps, k0, acc, idx);
-          else consume<false>(sa, bv, sb, steps, k0, acc, idx);
+          const T* bcol = Bb + k0 * b_sk + (n < N ? n : 0) * b_sn;
+          if (wild) consume<true>(sa, bv, sb, steps, k0, acc, idx, bcol, b_sk, n < N);
+          else consume<false>(sa, bv, sb, steps, k0, acc, idx, bcol, b_sk, n < N);
         } else {
-          consume<false>(sa, bv, sb, steps, k0, acc, idx);
+          consume<false>(sa, bv, sb, steps, k0, acc, idx, nullptr, 0, false);
         }
         __syncthreads();
       }

@@ -49,7 +49,7 @@ class TileShape:
 _SQUARE_F32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
 _SQUARE_I32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
 _SQUARE_F64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)
-_SQUARE_I64 = TileShape(64, 64, 8, 4, 4, min_blocks=2)
+_SQUARE_I64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)  # BK=16 beat 8: tune-tiles-8-byte-H100-2026-11-24.json
 # The argmax variant also keeps, per output, the slice number and the value
 # before the slice, so it takes the register file of an SM for one block.
 _ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1)

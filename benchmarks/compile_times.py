@@ -1,0 +1,144 @@
+"""NVRTC compile time of every catalogue kernel, one at a time, against the 1.0 s budget.
+
+Each spec of ``tropical_gemm.jit.catalogue()`` is compiled for sm_90 (cubin)
+on its own, in this process, straight through the registry's compiler (no
+cache layer is consulted or written; ``CUDA_CACHE_DISABLE=1`` and empty
+cache folders are set anyway, so nothing else can hide a compile).  ptxas's
+resource report (``--ptxas-options=-v``: a report only, the code is the
+same) gives each kernel's registers and spill bytes.  Tuned kernels (every
+forward family but ``baseline``) must compile in ``BUDGET_S`` or less.
+
+    python benchmarks/compile_times.py [--only REGEX] [--out benchmarks/results]
+
+Writes ``compile-times-<device>-<date>.json`` (and a histogram PNG where
+matplotlib is installed) and prints the slowest kernels per family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from results_file import save_report  # benchmarks/ is this script's own directory
+
+#: The compile-time budget of a tuned kernel on the device machine (issue 15).
+BUDGET_S = 1.0
+_REGISTERS = re.compile(r"Used (\d+) registers")
+_SPILLS = re.compile(r"(\d+) bytes spill stores")
+
+
+def _isolate_caches() -> None:
+    """Empty caches everywhere a compile could be served from, before anything imports CuPy."""
+    root = Path(tempfile.mkdtemp(prefix="tg-compile-times-"))
+    os.environ["CUDA_CACHE_DISABLE"] = "1"
+    os.environ["CUPY_CACHE_DIR"] = str(root / "cupy")
+    os.environ["TROPICAL_GEMM_CACHE_DIR"] = str(root / "tg")
+
+
+def host() -> str:
+    """The GPU's name where one is visible, else the host's (the VM has none)."""
+    try:
+        import cupy as cp
+
+        return cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    except Exception:  # no driver, no device, or no CuPy: a CPU-only machine  # noqa: BLE001
+        return f"no-gpu-{platform.node() or 'host'}"
+
+
+def family(spec) -> str:
+    return spec.tile if spec.op.startswith("forward") else spec.op
+
+
+def tuned(spec) -> bool:
+    return spec.tile != "baseline" or not spec.op.startswith("forward")
+
+
+def compile_one(spec) -> dict[str, object]:
+    from tropical_gemm.jit import Target, kernel_source
+    from tropical_gemm.jit.compiler import compile_program
+    from tropical_gemm.jit.source import kernel_options
+
+    options = (*kernel_options(spec), "--ptxas-options=-v")
+    kernel = compile_program(kernel_source(spec), spec.name, Target("cubin", 90), options)
+    registers = _REGISTERS.search(kernel.log)
+    spills = _SPILLS.search(kernel.log)
+    return {"name": spec.name, **spec.as_dict(), "family": family(spec), "tuned": tuned(spec),
+            "seconds": kernel.compile_seconds, "cubin_bytes": len(kernel.binary),
+            "registers": int(registers.group(1)) if registers else None,
+            "spill_bytes": int(spills.group(1)) if spills else None}
+
+
+def run(only: str) -> dict[str, object]:
+    from tropical_gemm.jit import catalogue
+    from tropical_gemm.jit.compiler import nvrtc_version
+
+    specs = [s for s in catalogue() if re.search(only, s.name)]
+    rows = []
+    for i, spec in enumerate(specs):
+        rows.append(compile_one(spec))
+        print(f"[{i + 1}/{len(specs)}] {spec.name} {rows[-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
+    over = [r["name"] for r in rows if r["tuned"] and r["seconds"] > BUDGET_S]
+    return {"environment": {"device": host(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                            "nvrtc": ".".join(map(str, nvrtc_version())), "cpus": os.cpu_count(),
+                            "python": platform.python_version(), "commit": os.environ.get("TG_COMMIT", "")},
+            "command": "python benchmarks/compile_times.py" + (f" --only {only}" if only else ""),
+            "budget_s": BUDGET_S, "kernels": rows, "over_budget": over,
+            "total_s": sum(r["seconds"] for r in rows)}
+
+
+def table(report: dict[str, object]) -> list[str]:
+    rows = report["kernels"]
+    lines = ["family          kernels  median (s)  max (s)  slowest"]
+    for fam in sorted({r["family"] for r in rows}):
+        times = sorted((r["seconds"], r["name"]) for r in rows if r["family"] == fam)
+        median = times[len(times) // 2][0]
+        lines.append(f"{fam:<15} {len(times):7d} {median:11.2f} {times[-1][0]:8.2f}  {times[-1][1]}")
+    lines.append(f"total {report['total_s']:.1f} s over {len(rows)} kernels on {report['environment']['device']}; "
+                 f"tuned kernels over {report['budget_s']} s: {len(report['over_budget'])} "
+                 + ", ".join(report["over_budget"][:8]))
+    return lines
+
+
+def plot(report: dict[str, object], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    families = sorted({r["family"] for r in report["kernels"]})
+    ax.hist([[r["seconds"] for r in report["kernels"] if r["family"] == f] for f in families], bins=30,
+            stacked=True, label=families)
+    ax.axvline(report["budget_s"], color="red", ls="--", label=f"budget {report['budget_s']} s")
+    ax.set_xlabel("NVRTC compile, sm_90 cubin (s)")
+    ax.set_ylabel("kernels")
+    ax.set_title(f"{report['environment']['device']}, NVRTC {report['environment']['nvrtc']}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="compile only kernels whose name matches this regular expression")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+    _isolate_caches()
+    report = run(args.only)
+    path = save_report(report, args.out, "compile-times", table(report))
+    if plot(report, path.with_suffix(".png")):
+        print(f"wrote {path.with_suffix('.png')}")
+    return 1 if report["over_budget"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
