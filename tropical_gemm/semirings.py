@@ -238,14 +238,14 @@ def register_semiring(name: str, add: str, mul: str, description: str, aliases: 
     if add in ADDS and add == mul:
         raise ValueError(f"register_semiring: ⊗ = ⊕ = {mul!r} has no zero that absorbs ⊗; choose another ⊗ "
                          f"from {', '.join(m for m in MULS if m != add)}")
-    taken = _BY_PAIR.get((add, mul))
-    if taken is not None:
-        raise ValueError(f"register_semiring: (add={add!r}, mul={mul!r}) is served already, as {taken.name!r}; "
-                         "give it another name with an alias instead")
     for spelling in (name, *aliases):
         clash = _BY_KEY.get(_normalise(spelling)) if isinstance(spelling, str) else None
         if clash is not None:
             raise ValueError(f"register_semiring: the name {spelling!r} is taken by {clash.name!r}; choose another")
+    taken = _BY_PAIR.get((add, mul))
+    if taken is not None:
+        raise ValueError(f"register_semiring: (add={add!r}, mul={mul!r}) is served already, as {taken.name!r}; "
+                         "use that name: a semiring is its (⊕, ⊗) pair")
     new_pair = add in ADDS and mul in MULS  # else Semiring() names the bad operation
     if new_pair:
         _PAIRS.append((add, mul))

@@ -97,7 +97,7 @@ def functor(semiring: "str | Semiring") -> str:
         "  template <class T> __device__ static T mac(T acc, T a, T b) { return add(acc, mul_fast(a, b)); }",
         f"  template <class T> __device__ static bool tame{tame}",
     ]
-    if sr.mul in A_WINS:  # Semiring.winner_is_a, in C: b != b is isnan(b)
+    if sr.mul in A_WINS:  # Semiring.winner_is_a in C (b != b: b is NaN)
         lines.append(f"  template <class T> __device__ static bool winner_is_a(T a, T b) "
                      f"{{ return a {A_WINS[sr.mul]} b || b != b; }}")
     lines += ["};", f"template <> struct MulKind<{name}> {{ static constexpr int value = {mul.kind}; }};"]
