@@ -21,7 +21,7 @@ tells the gradient kernels how ⊗ routes a gradient.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from functools import lru_cache
 
 from ..semirings import A_WINS, Semiring, get_semiring
 
@@ -104,7 +104,8 @@ def functor(semiring: "str | Semiring") -> str:
     return "\n".join(lines)
 
 
-def functors_header(semirings_: Iterable["str | Semiring"]) -> str:
+@lru_cache(maxsize=8)  # the catalogue's header goes into every program the registry assembles
+def functors_header(semirings_: "tuple[Semiring, ...]") -> str:
     """The generated header: ``MulKind``'s declaration and the functor of each semiring, in order."""
     body = "\n\n".join(functor(sr) for sr in semirings_)
     return f"{_PROLOGUE}\n{body}\n\n}}  // namespace tg\n"

@@ -121,7 +121,12 @@ def header_sources() -> tuple[tuple[str, str], ...]:
 
 def preamble() -> str:
     """Every shared header, concatenated in order: the part of each program before its fragment."""
-    return "\n".join(f"// ---- header: {name}\n{text}" for name, text in header_sources())
+    return _joined(header_sources())
+
+
+@lru_cache(maxsize=4)  # the same header objects each call: their hashes are cached, so a hit is cheap
+def _joined(headers: tuple[tuple[str, str], ...]) -> str:
+    return "\n".join(f"// ---- header: {name}\n{text}" for name, text in headers)
 
 
 #: Dimensions the ``widen`` cast indexes with strides; arrays with more are cast in slices.
