@@ -9,6 +9,7 @@ up a semiring stays cheap.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -27,6 +28,15 @@ PAIRS: tuple[tuple[str, str], ...] = (("max", "plus"), ("min", "plus"), ("max", 
 #: whose candidate equals ``C[i, j]`` (a candidate wins only when strictly
 #: better, and a NaN candidate never is), -1 where ``C`` is the zero.
 ARGMAX_TIES = "smallest k wins; NaN loses"
+#: The pairs served now: ``PAIRS`` and those of ``register_semiring``.
+_PAIRS: list[tuple[str, str]] = list(PAIRS)
+
+#: THE operand tie rule where ⊗ is min or max: the candidate ``a ⊗ b`` took
+#: A's value when ``a <cmp> b`` (so A wins ties) or ``b`` is NaN (NaN loses,
+#: as ``fmin``/``fmax`` ignore it).  ``Semiring.winner_is_a`` evaluates it in
+#: Python and ``jit/functors.py`` spells it in C from this same table.
+A_WINS: dict[str, str] = {"min": "<=", "max": ">="}
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {"<=": operator.le, ">=": operator.ge}
 
 
 @dataclass(frozen=True)
@@ -61,9 +71,18 @@ class Semiring:
         ``max_mul`` lives on the non-negative numbers, so its zero is 0.
         """
         dt = canonical_dtype(dtype)
-        if self.mul == "times":
-            return dt.type(0)
-        return _bottom(dt) if self.add == "max" else _top(dt)
+        return {"0": dt.type(0), "bottom": _bottom(dt), "top": _top(dt)}[self.zero_kind]
+
+    @property
+    def zero_kind(self) -> str:
+        """Which value is the zero, by name: ``"0"``, ``"bottom"`` or ``"top"`` (the device code's ``Limits``).
+
+        ⊕ = max has the bottom, ⊕ = min the top, except ``max_mul``: it lives
+        on the non-negative numbers, where 0 is the bottom and absorbs ×.
+        """
+        if self.mul == "times" and self.add == "max":
+            return "0"
+        return "bottom" if self.add == "max" else "top"
 
     def one(self, dtype: object) -> np.generic:
         """The identity of ⊗ for ``dtype``."""
@@ -80,8 +99,8 @@ class Semiring:
             raise ValueError(f"Semiring add={self.add!r} is not valid; ⊕ must be one of {', '.join(ADDS)}")
         if self.mul not in MULS:
             raise ValueError(f"Semiring mul={self.mul!r} is not valid; ⊗ must be one of {', '.join(MULS)}")
-        if (self.add, self.mul) not in PAIRS:
-            valid = ", ".join(f"(add={a!r}, mul={m!r})" for a, m in PAIRS)
+        if (self.add, self.mul) not in _PAIRS:
+            valid = ", ".join(f"(add={a!r}, mul={m!r})" for a, m in _PAIRS)
             raise ValueError(f"Semiring (add={self.add!r}, mul={self.mul!r}) is not a supported semiring; "
                              f"valid pairs are {valid}")
         if not isinstance(self.name, str) or not self.name:
@@ -95,8 +114,8 @@ class Semiring:
         A wins ties, and NaN loses (as ``fmin``/``fmax`` ignore it), so the
         gradient goes where the value came from.  ``a`` and ``b`` are arrays of
         any library (numpy, torch) with its ``isnan``.  The CPU engine and the
-        torch layer call this; the CUDA preamble's ``winner_is_a`` is this
-        rule written in C (cuda_src/preamble.cuh points back here).
+        torch layer call this; the CUDA functors' ``winner_is_a`` is generated
+        from the same table, ``A_WINS`` (``jit/functors.py``).
 
         Examples:
             >>> import numpy as np, tropical_gemm as tg
@@ -104,10 +123,8 @@ class Semiring:
             >>> tg.get_semiring("max_min").winner_is_a(a, b, np.isnan)   # A on the tie, NaN loses
             array([ True, False,  True, False])
         """
-        if self.mul == "min":
-            return (a <= b) | isnan(b)
-        if self.mul == "max":
-            return (a >= b) | isnan(b)
+        if self.mul in A_WINS:
+            return _COMPARE[A_WINS[self.mul]](a, b) | isnan(b)
         raise ValueError(f"{self.name} has ⊗ = {self.mul}: each candidate involves both operands")
 
     def add_ufunc(self, dtype: Any) -> Any:
@@ -143,15 +160,23 @@ CATALOGUE: tuple[Semiring, ...] = (
              "minimax paths, e.g. the lowest ceiling a route must clear"),
 )
 
+#: Every semiring the engines serve: the catalogue, then those added with ``register_semiring``.
+_ENTRIES: list[Semiring] = list(CATALOGUE)
 _BY_KEY: dict[str, Semiring] = {}
-for _s in CATALOGUE:
-    for _name in (_s.name, *_s.aliases):
-        _BY_KEY[_name.replace("_", "")] = _s
+_BY_NAME: dict[str, Semiring] = {}
+_BY_PAIR: dict[tuple[str, str], Semiring] = {}
+_CANONICAL_IDS: set[int] = set()  # an identity test: hashing a Semiring costs more
 
 
-_BY_NAME: dict[str, Semiring] = {n: s for s in CATALOGUE for n in (s.name, *s.aliases)}
-_BY_PAIR: dict[tuple[str, str], Semiring] = {(s.add, s.mul): s for s in CATALOGUE}
-_CANONICAL_IDS: frozenset[int] = frozenset(map(id, CATALOGUE))  # an identity test: hashing a Semiring costs more
+def _reindex() -> None:
+    """Rebuild the lookup tables from ``_ENTRIES`` (at import and after each registration)."""
+    for table in (_BY_KEY, _BY_NAME, _BY_PAIR, _CANONICAL_IDS):
+        table.clear()
+    for entry in _ENTRIES:
+        _BY_NAME.update({n: entry for n in (entry.name, *entry.aliases)})
+        _BY_KEY.update({_normalise(n): entry for n in (entry.name, *entry.aliases)})
+        _BY_PAIR[(entry.add, entry.mul)] = entry
+        _CANONICAL_IDS.add(id(entry))
 
 
 def _normalise(name: str) -> str:
@@ -166,7 +191,7 @@ def semirings() -> tuple[str, ...]:
         >>> tg.semirings()
         ('max_plus', 'min_plus', 'max_mul', 'max_min', 'min_max')
     """
-    return tuple(s.name for s in CATALOGUE)
+    return tuple(s.name for s in _ENTRIES)
 
 
 def get_semiring(name: "str | Semiring") -> Semiring:
@@ -195,6 +220,69 @@ def get_semiring(name: "str | Semiring") -> Semiring:
     if found is None:
         raise ValueError(
             f"unknown semiring {name!r}; valid semirings are {', '.join(semirings())} "
-            f"(aliases: {', '.join(a for s in CATALOGUE for a in s.aliases)})"
+            f"(aliases: {', '.join(a for s in _ENTRIES for a in s.aliases)})"
         )
     return found
+
+
+def register_semiring(name: str, add: str, mul: str, description: str, aliases: tuple[str, ...] = ()) -> Semiring:
+    """Add a semiring to the catalogue: every engine and kernel then serves it by name.
+
+    A semiring is its (⊕, ⊗) pair, and each engine is built from those parts,
+    so a new pair of a known ⊕ (``ADDS``) and a known ⊗ (``MULS``) needs no
+    other code: the CPU engine composes the two ufuncs, and the CUDA kernels
+    instantiate a functor generated from the pair (``jit/functors.py``).  ⊗
+    must differ from ⊕ (max ⊗ max has no zero that absorbs), and each pair is
+    served once.  ``docs/architecture.md`` has the recipe; a new ⊕ or ⊗
+    operation is a larger change, listed there too.
+
+    Raises ``ValueError`` naming the problem for a taken name or pair, or an
+    unknown ⊕ or ⊗.
+
+    Examples:
+        >>> import numpy as np, tropical_gemm as tg
+        >>> from tropical_gemm.semirings import register_semiring, unregister_semiring
+        >>> sr = register_semiring("min_times", "min", "times", "least products of gains")
+        >>> tg.matmul(np.array([[2.0, 3.0]]), np.array([[4.0], [1.0]]), "min_times")
+        array([[3.]])
+        >>> unregister_semiring("min_times")
+    """
+    if add in ADDS and add == mul:
+        raise ValueError(f"register_semiring: ⊗ = ⊕ = {mul!r} has no zero that absorbs ⊗; choose another ⊗ "
+                         f"from {', '.join(m for m in MULS if m != add)}")
+    for spelling in (name, *aliases):
+        clash = _BY_KEY.get(_normalise(spelling)) if isinstance(spelling, str) else None
+        if clash is not None:
+            raise ValueError(f"register_semiring: the name {spelling!r} is taken by {clash.name!r}; choose another")
+    taken = _BY_PAIR.get((add, mul))
+    if taken is not None:
+        raise ValueError(f"register_semiring: (add={add!r}, mul={mul!r}) is served already, as {taken.name!r}; "
+                         "use that name: a semiring is its (⊕, ⊗) pair")
+    new_pair = add in ADDS and mul in MULS  # else Semiring() names the bad operation
+    if new_pair:
+        _PAIRS.append((add, mul))
+    try:
+        entry = Semiring(name, tuple(aliases), add, mul, description)
+    except ValueError:
+        if new_pair:
+            _PAIRS.remove((add, mul))
+        raise
+    _ENTRIES.append(entry)
+    _reindex()
+    return entry
+
+
+def unregister_semiring(name: str) -> None:
+    """Remove a semiring added with ``register_semiring`` (the catalogue's own stay).
+
+    Kernels already compiled for it stay in the disk cache until pruned.
+    """
+    entry = get_semiring(name)
+    if any(entry is built_in for built_in in CATALOGUE):
+        raise ValueError(f"unregister_semiring: {entry.name!r} is part of the catalogue and cannot be removed")
+    _ENTRIES.remove(entry)
+    _PAIRS.remove((entry.add, entry.mul))
+    _reindex()
+
+
+_reindex()

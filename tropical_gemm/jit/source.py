@@ -1,11 +1,14 @@
 """Source assembly: one spec becomes one small, self-contained CUDA program.
 
-The program is the shared preamble (``cuda_src/preamble.cuh``: semiring
-functors, limits, tile templates) followed by the fragment for the spec's
-operation, rendered with the spec's semiring, dtype, layouts and tile sizes.
-Each fragment defines one ``extern "C"`` entry point named after the spec, so
-a cubin loaded from disk is found by that name with no recompile.  The text
-returned here is what the cache key hashes: contents, never file paths.
+The program is the shared headers, concatenated in a fixed order
+(``HEADERS``: limits and elementwise operations, the semiring functors
+generated from the catalogue by ``functors.py``, tile loaders, the square,
+skinny and backward kernel templates), followed by the fragment for the
+spec's operation, rendered with the spec's semiring, dtype, layouts and tile
+sizes.  Each fragment defines one ``extern "C"`` entry point named after the
+spec, so a cubin loaded from disk is found by that name with no recompile.
+The text returned here is what NVRTC compiles and what the cache key hashes:
+contents, never file paths, so an edit to any header gives new keys.
 """
 
 from __future__ import annotations
@@ -15,13 +18,19 @@ from functools import lru_cache
 from importlib import resources
 from string import Template
 
+from ..semirings import CATALOGUE, get_semiring
+from .functors import device_type, functor, functors_header
 from .spec import CAST_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
-_SEMIRING_TYPES = {
-    "max_plus": "tg::MaxPlus", "min_plus": "tg::MinPlus", "max_mul": "tg::MaxMul",
-    "max_min": "tg::MaxMin", "min_max": "tg::MinMax",
-}
+#: The catalogue's functor names (benchmarks/ceilings.py instantiates its probes with them).
+_SEMIRING_TYPES = {s.name: device_type(s) for s in CATALOGUE}
+
+#: The program's headers, in order; "semirings.cuh" is generated (``functors.py``), the rest are
+#: files of ``cuda_src/`` (``preamble.cuh`` has the map of what each holds).
+HEADERS: tuple[str, ...] = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh", "skinny.cuh",
+                            "backward.cuh")
+GENERATED_HEADER = "semirings.cuh"
 
 
 @dataclass(frozen=True)
@@ -99,8 +108,25 @@ def read_cuda_file(filename: str) -> str:
     return resources.files("tropical_gemm").joinpath("cuda_src", filename).read_text(encoding="utf-8")
 
 
+def header_sources() -> tuple[tuple[str, str], ...]:
+    """The shared headers as ``(name, text)`` pairs, in program order.
+
+    The generated header holds the functors of the built-in catalogue (fixed,
+    so registering a semiring leaves every other kernel's key alone); a
+    registered semiring's functor follows the headers in its own programs.
+    """
+    return tuple((name, functors_header(CATALOGUE) if name == GENERATED_HEADER else read_cuda_file(name))
+                 for name in HEADERS)
+
+
 def preamble() -> str:
-    return read_cuda_file("preamble.cuh")
+    """Every shared header, concatenated in order: the part of each program before its fragment."""
+    return _joined(header_sources())
+
+
+@lru_cache(maxsize=4)  # the same header objects each call: their hashes are cached, so a hit is cheap
+def _joined(headers: tuple[tuple[str, str], ...]) -> str:
+    return "\n".join(f"// ---- header: {name}\n{text}" for name, text in headers)
 
 
 #: Dimensions the ``widen`` cast indexes with strides; arrays with more are cast in slices.
@@ -114,7 +140,7 @@ def fragment(spec: KernelSpec) -> str:
             name=spec.name, threads=ELEMENTWISE_THREADS, widen=int(spec.op == "widen"))
     values = {
         "name": spec.name,
-        "semiring": _SEMIRING_TYPES[spec.semiring],
+        "semiring": device_type(spec.semiring),
         "T": _C_TYPES[spec.dtype],
     }
     if spec.op in FORWARD_OPS:
@@ -167,7 +193,7 @@ def kernel_options(spec: KernelSpec) -> tuple[str, ...]:
 
 
 def kernel_source(spec: KernelSpec) -> str:
-    """The complete program for one spec: preamble plus its fragment.
+    """The complete program for one spec: the headers (``preamble()``) plus its fragment.
 
     This text is what NVRTC compiles and what the cache key hashes.
 
@@ -177,4 +203,14 @@ def kernel_source(spec: KernelSpec) -> str:
         >>> 'extern "C" __global__' in source and "tg_forward_max_plus_f32_rr_square" in source
         True
     """
-    return f"{preamble()}\n// ---- fragment: {spec.name}\n{fragment(spec)}"
+    return f"{preamble()}{_registered_functor(spec)}\n// ---- fragment: {spec.name}\n{fragment(spec)}"
+
+
+def _registered_functor(spec: KernelSpec) -> str:
+    """The functor of a semiring added with ``register_semiring``, which the shared headers lack."""
+    if not spec.semiring:
+        return ""
+    sr = get_semiring(spec.semiring)
+    if any(sr is built_in for built_in in CATALOGUE):
+        return ""
+    return f"\n// ---- registered semiring: {sr.name}\nnamespace tg {{\n{functor(sr)}\n}}  // namespace tg"

@@ -1,0 +1,220 @@
+// tropical_gemm: the register-tiled forward kernel (square and small families)
+// and the second phase of its argmax.  Header map: preamble.cuh.
+
+namespace tg {
+
+// -------------------------------------------------------- forward: square tile
+//
+// One block computes a BM×BN tile of C over the whole of K; each thread owns
+// TM×TN outputs held in registers, split into 16-byte chunks spread across the
+// tile so that shared-memory reads are conflict-free 128-bit loads.  Tiles of
+// A and B are staged through double-buffered shared memory, one barrier per
+// BK step; the next tile's global loads are issued before the current tile is
+// consumed.
+
+template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN>
+struct SquareKernel {
+  static constexpr int V = 16 / sizeof(T);
+  static constexpr int THREADS = (BM / TM) * (BN / TN);
+  static constexpr int CM = TM / V;  // 16-byte chunks per thread along M
+  static constexpr int CN = TN / V;
+  using LoadA = TileLoader<SR, T, A_ROW, BM, BK, THREADS, BM + V>;
+  using LoadB = TileLoader<SR, T, !B_ROW, BN, BK, THREADS, BN + V>;
+  static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
+  // What the thread mapping assumes of a tile shape: whole 16-byte chunks
+  // per thread, staging loads that divide evenly over the block in either
+  // operand layout, and at most 32 staged elements per thread (a bit mask).
+  static_assert(TM % V == 0 && TN % V == 0, "TM and TN must be multiples of 16 bytes / sizeof(T)");
+  static_assert(THREADS % BK == 0 && THREADS % BM == 0 && THREADS % BN == 0,
+                "the block's threads must divide over BK and over BM and BN");
+  static_assert(LoadA::PER <= 32 && LoadB::PER <= 32, "at most 32 staged elements per thread");
+
+  struct Smem {
+    T a[2][BK][BM + V];
+    T b[2][BK][BN + V];
+  };
+
+  // Row (col) within the block tile of this thread's i-th (j-th) output.
+  __device__ static int row_of(int i, int ty) { return (i / V) * (BM / CM) + ty * V + (i % V); }
+  __device__ static int col_of(int j, int tx) { return (j / V) * (BN / CN) + tx * V + (j % V); }
+
+  // One k step on every owned output.  WIDE picks the exact integer ⊗.
+  template <bool WIDE>
+  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, T (&acc)[TM][TN]) {
+    T a[TM], b[TN];
+#pragma unroll
+    for (int c = 0; c < CM; ++c) {
+      Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(&s.a[buf][kk][c * (BM / CM) + ty * V]);
+#pragma unroll
+      for (int x = 0; x < V; ++x) a[c * V + x] = v.v[x];
+    }
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+      Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(&s.b[buf][kk][c * (BN / CN) + tx * V]);
+#pragma unroll
+      for (int x = 0; x < V; ++x) b[c * V + x] = v.v[x];
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        if constexpr (WIDE) acc[i][j] = SR::template add<T>(acc[i][j], SR::template mul_exact<T>(a[i], b[j]));
+        else acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+      }
+    }
+  }
+
+  // The exact (WIDE) path runs only on tiles holding extreme integers: its
+  // k loop stays rolled, since unrolling its long saturating ⊗ sixteen times
+  // multiplied the compile time (ptxas) for no speed that matters.
+  template <bool WIDE>
+  __device__ static void consume_values(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
+    if constexpr (WIDE) {
+#pragma unroll 1
+      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+    } else if (steps == BK) {
+#pragma unroll TG_UNROLL
+      for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+    } else {
+      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+    }
+  }
+
+  // The argmax variant reduces each BK-deep slice exactly as the plain
+  // product does and records, per output, the last slice that strictly
+  // improved its value: one compare and one select per output per slice,
+  // instead of a compare and two selects per candidate.  That slice holds
+  // the first k attaining the final value (ties keep the earlier k), and
+  // ArgmaxResolve finds it there afterwards.
+  template <bool WIDE>
+  __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 slice,
+                                 T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+    if constexpr (ARGMAX) {
+      T before[TM][TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) before[i][j] = acc[i][j];
+      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          if (SR::template better<T>(acc[i][j], before[i][j])) idx[i][j] = (int)slice;
+    } else {
+      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+    }
+  }
+
+  __device__ static void run(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                             int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk,
+                             i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, i64 batches, const Batch& bt) {
+    __shared__ __align__(16) Smem s;
+    const int tx = threadIdx.x % (BN / TN);
+    const int ty = threadIdx.x / (BN / TN);
+    const i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const i64 tiles = tiles_m * tiles_n * batches;
+    const i64 k_tiles = (K + BK - 1) / BK;
+
+    for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const i64 batch = tile / (tiles_m * tiles_n);
+      const i64 in_batch = tile % (tiles_m * tiles_n);
+      const i64 m0 = (in_batch / tiles_n) * BM, n0 = (in_batch % tiles_n) * BN;
+      i64 a_off, b_off;
+      bt.offsets(batch, a_off, b_off);
+      const T* Ab = A + a_off;
+      const T* Bb = B + b_off;
+
+      T acc[TM][TN];
+      int idx[TM][TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) { acc[i][j] = SR::template zero<T>(); idx[i][j] = -1; }
+
+      LoadA la;
+      LoadB lb;
+      la.init(Ab, m0, M, a_sm, a_sk);
+      lb.init(Bb, n0, N, b_sn, b_sk);
+      T ra[LoadA::PER], rb[LoadB::PER];
+      bool tame = true;
+      bool wild = false;
+      if (k_tiles > 0) {
+        if (k_tiles > 1) { la.template load<false>(ra, tame, K); lb.template load<false>(rb, tame, K); }
+        else { la.template load<true>(ra, tame, K); lb.template load<true>(rb, tame, K); }
+        la.store(s.a[0], ra);
+        lb.store(s.b[0], rb);
+        if constexpr (EXACT) wild = __syncthreads_or(!tame); else __syncthreads();
+      }
+      for (i64 kt = 0; kt < k_tiles; ++kt) {
+        const int buf = (int)(kt & 1);
+        const bool more = kt + 1 < k_tiles;
+        bool next_tame = true;
+        if (more) {
+          const i64 k_left = K - (kt + 1) * BK;
+          if (k_left >= BK) { la.template load<false>(ra, next_tame, k_left); lb.template load<false>(rb, next_tame, k_left); }
+          else { la.template load<true>(ra, next_tame, k_left); lb.template load<true>(rb, next_tame, k_left); }
+        }
+        const int steps = more ? BK : (int)(K - kt * BK);
+        if constexpr (EXACT) {
+          if (wild) consume<true>(s, buf, steps, ty, tx, kt, acc, idx);
+          else consume<false>(s, buf, steps, ty, tx, kt, acc, idx);
+        } else {
+          consume<false>(s, buf, steps, ty, tx, kt, acc, idx);
+        }
+        if (more) {
+          la.store(s.a[buf ^ 1], ra);
+          lb.store(s.b[buf ^ 1], rb);
+          if constexpr (EXACT) wild = __syncthreads_or(!next_tame); else __syncthreads();
+        }
+      }
+      // Every thread must be done with the last buffer before the next tile
+      // (grid-stride loop) overwrites it.
+      __syncthreads();
+
+      T* Cb = C + batch * M * N;
+      int* Ib = ARGMAX ? IDX + batch * M * N : nullptr;
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const i64 m = m0 + row_of(i, ty);
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          const i64 n = n0 + col_of(j, tx);
+          if (n >= N) continue;
+          Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
+          if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j];
+        }
+      }
+    }
+  }
+};
+
+// Second phase of the square argmax: IDX holds, per output, the BK-deep
+// slice in which its value last strictly improved (or -1: never, the value
+// is the zero).  The first k of that slice whose candidate equals C is the
+// argmax.  Every ⊗ is recomputed with the exact rule, which equals the fast
+// rule wherever the first phase used it.
+template <class SR, class T>
+__device__ void argmax_resolve(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ C,
+                               int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk,
+                               i64 b_sn, i64 c_sm, i64 c_sn, i64 batches, const Batch& bt, int slice_depth) {
+  const i64 per_batch = M * N;
+  for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < per_batch * batches;
+       e += (i64)gridDim.x * blockDim.x) {
+    const i64 batch = e / per_batch, m = (e % per_batch) / N, n = e % N;
+    const i64 at = batch * per_batch + m * c_sm + n * c_sn;
+    const int slice = IDX[at];
+    if (slice < 0) continue;
+    i64 a_off, b_off;
+    bt.offsets(batch, a_off, b_off);
+    const T target = C[at];
+    const i64 k_end = ((i64)slice + 1) * slice_depth < K ? ((i64)slice + 1) * slice_depth : K;
+    for (i64 k = (i64)slice * slice_depth; k < k_end; ++k) {
+      const T cand = SR::template mul_exact<T>(A[a_off + m * a_sm + k * a_sk], B[b_off + k * b_sk + n * b_sn]);
+      if (cand == target) { IDX[at] = (int)k; break; }
+    }
+  }
+}
+
+}  // namespace tg

@@ -1,0 +1,76 @@
+// tropical_gemm: operand geometry and the tile loader shared by the forward kernels.
+// Part of the program source.py assembles (header map: preamble.cuh).
+
+namespace tg {
+
+// ------------------------------------------------------------------- geometry
+
+// Up to three broadcast batch dimensions (d0 × d1 × d2); the engine folds
+// more into these or loops.  Strides are in elements; 0 means broadcast.
+struct Batch {
+  i64 d1, d2;
+  i64 a0, a1, a2;
+  i64 b0, b1, b2;
+  __device__ void offsets(i64 batch, i64& a_off, i64& b_off) const {
+    i64 i2 = batch % d2;
+    i64 rest = batch / d2;
+    i64 i1 = rest % d1;
+    i64 i0 = rest / d1;
+    a_off = i0 * a0 + i1 * a1 + i2 * a2;
+    b_off = i0 * b0 + i1 * b1 + i2 * b2;
+  }
+};
+
+// 16 bytes of T, so shared-memory fragments load as one 128-bit access.
+template <class T> struct alignas(16) Vec16 { T v[16 / sizeof(T)]; };
+
+// ------------------------------------------------------------- tile loader
+
+// Stages one operand's BK-deep slice of a tile from global memory into
+// registers (issued early, to overlap the current step's arithmetic) and
+// then into shared memory as [k][line], where a line is a row of A or a
+// column of B.  K_FAST: consecutive threads walk k, which is coalesced when k
+// is the operand's contiguous axis.  All 64-bit address arithmetic happens
+// once per output tile; each k-slice only bumps one pointer.
+template <class SR, class T, bool K_FAST, int LINES, int BK, int THREADS, int STRIDE>
+struct TileLoader {
+  static constexpr int PER = LINES * BK / THREADS;
+  static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
+  const T* base;
+  i64 step;      // from one of this thread's elements to the next
+  i64 advance;   // from one k-slice to the next
+  int kk0, line0;
+  unsigned line_ok;  // bit r: element r's line is inside the matrix
+
+  __device__ static constexpr int kk_step() { return K_FAST ? 0 : THREADS / LINES; }
+  __device__ static constexpr int line_step() { return K_FAST ? THREADS / BK : 0; }
+
+  __device__ void init(const T* p, i64 line_begin, i64 lines, i64 line_stride, i64 k_stride) {
+    kk0 = K_FAST ? threadIdx.x % BK : threadIdx.x / LINES;
+    line0 = K_FAST ? threadIdx.x / BK : threadIdx.x % LINES;
+    base = p + (line_begin + line0) * line_stride + kk0 * k_stride;
+    step = K_FAST ? (i64)line_step() * line_stride : (i64)kk_step() * k_stride;
+    advance = (i64)BK * k_stride;
+    line_ok = 0;
+#pragma unroll
+    for (int r = 0; r < PER; ++r) line_ok |= (unsigned)(line_begin + line0 + r * line_step() < lines) << r;
+  }
+  // K_LEFT: how many k remain from this slice on (only checked on the last slice).
+  template <bool CHECK_K>
+  __device__ void load(T (&regs)[PER], bool& tame, i64 k_left) {
+#pragma unroll
+    for (int r = 0; r < PER; ++r) {
+      const bool ok = ((line_ok >> r) & 1) && (!CHECK_K || kk0 + r * kk_step() < k_left);
+      const T x = ok ? base[r * step] : T(0);
+      regs[r] = x;
+      if constexpr (EXACT) tame &= SR::tame(x);
+    }
+    base += advance;
+  }
+  __device__ void store(T (*tile)[STRIDE], const T (&regs)[PER]) const {
+#pragma unroll
+    for (int r = 0; r < PER; ++r) tile[kk0 + r * kk_step()][line0 + r * line_step()] = regs[r];
+  }
+};
+
+}  // namespace tg
