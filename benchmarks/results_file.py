@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Callable
 
@@ -27,14 +29,28 @@ def run_and_save(doc: str, argv: "list[str] | None", kind: str, run: "Callable[[
 
 
 def save_report(report: dict, out: Path, kind: str, table: list[str]) -> Path:
-    """Write ``report`` (tagged with ``environment.device`` and ``.date``) as JSON, print ``table`` and the path."""
+    """Write ``report`` (tagged with ``environment.device``, ``.date`` and ``.commit``) as JSON, print ``table`` and the path."""
     env = report["environment"]
+    if not env.get("commit"):
+        env["commit"] = commit()
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{kind}-{str(env['device']).replace(' ', '_')}-{str(env['date'])[:10]}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     print("\n".join(table))
     print(f"wrote {path}")
     return path
+
+
+def commit() -> str:
+    """The git commit measured: ``TG_COMMIT`` where the tree is an export without .git, else git's HEAD."""
+    if os.environ.get("TG_COMMIT"):
+        return os.environ["TG_COMMIT"]
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parent)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return done.stdout.strip()
 
 
 def pyplot():

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,7 +25,7 @@ import numpy as np
 
 import tropical_gemm as tg
 from ceilings import measure_bandwidth, measure_ceilings, time_gpu  # benchmarks/ is this script's own directory
-from results_file import pyplot, save_report
+from results_file import commit, pyplot, save_report
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -102,18 +100,6 @@ def environment() -> dict[str, object]:
             "sms": props["multiProcessorCount"], "versions": versions, "commit": commit(),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
-
-
-def commit() -> str:
-    """The git commit measured: ``TG_COMMIT`` where the tree is an export without .git, else git's HEAD."""
-    if os.environ.get("TG_COMMIT"):
-        return os.environ["TG_COMMIT"]
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parent)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return done.stdout.strip()
 
 
 class Recorder:
