@@ -253,8 +253,13 @@ def test_a_planted_newer_nvrtc_entry_is_never_preferred(cache_root, monkeypatch)
     assert cache.lookup(request).binary == b"\x7fELF tg_k cubin"
     assert cache.lookup(request_for(nvrtc=(13, 0))) is None  # not "any version will do" either
     probe = BuildRequest(request.name, request.source, request.target, None, request.package_version)
-    for loaded in (None, (13, 5)):  # the warm-start probe: NVRTC not loaded (the cache's record), or loaded
-        monkeypatch.setattr(compiler, "nvrtc_version_if_loaded", lambda: loaded)
+    for running in ((13, 5), None):  # the warm-start probe: the running NVRTC, or none (the cache's record)
+        def version(running=running):
+            if running is None:
+                raise compiler.NvrtcUnavailableError("no NVRTC on this node")
+            return running
+
+        monkeypatch.setattr(compiler, "nvrtc_version", version)
         assert DiskCache(cache_root).lookup(probe).binary == b"\x7fELF tg_k cubin"
 
 

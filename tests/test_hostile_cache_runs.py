@@ -6,6 +6,8 @@ GPU (NVRTC compiles for sm_90, nothing is loaded).
 
 from __future__ import annotations
 
+import dataclasses
+
 import errno
 import json
 import logging
@@ -334,15 +336,25 @@ print(json.dumps({**registry.stats(), "nvrtc_loaded": compiler.nvrtc_version.cac
 
 
 @pytest.mark.nvrtc
-def test_a_warm_start_uses_the_version_this_cache_saw_compile_without_loading_nvrtc(cache_root):
+def test_a_warm_start_takes_only_the_running_nvrtcs_entries(cache_root):
     env = {dc.ENV_CACHE_DIR: str(cache_root)}
     cold = run_python(WARM_PROBE, env)
     assert cold.returncode == 0, cold.stderr
     stamp = cache_root / f"v{dc.FORMAT_VERSION}" / "nvrtc-running"
     assert stamp.read_text().strip() == "%d.%d" % compiler.nvrtc_version()
+    stamp.write_text("99.9\n")  # a planted record changes nothing where NVRTC can say its own version
     warm = last_json_line(run_python(WARM_PROBE, env).stdout)
-    assert warm["disk_hits"] == 1 and warm["compiled"] == 0 and not warm["nvrtc_loaded"]
-    stamp.write_text("99.9\n")  # the recorded version no longer matches any entry: the probe finds nothing
-    probed = last_json_line(run_python(WARM_PROBE, env).stdout)
-    assert probed["nvrtc_loaded"] and probed["compiled"] == 0 and probed["disk_hits"] == 1
-    assert stamp.read_text().strip() == "%d.%d" % compiler.nvrtc_version()  # corrected by the exact hit
+    assert warm["disk_hits"] == 1 and warm["compiled"] == 0 and warm["nvrtc_loaded"]
+
+
+def test_only_a_process_without_nvrtc_trusts_the_recorded_version(cache_root, monkeypatch):
+    probe = dataclasses.replace(request_for(), nvrtc_version=None)
+    assert DiskCache(cache_root)._running(probe) == "%d.%d" % compiler.nvrtc_version()
+    (cache_root / f"v{dc.FORMAT_VERSION}").mkdir(parents=True, exist_ok=True)
+    (cache_root / f"v{dc.FORMAT_VERSION}" / "nvrtc-running").write_text("12.8\n")
+
+    def unavailable():
+        raise compiler.NvrtcUnavailableError("no NVRTC on this node")
+
+    monkeypatch.setattr(compiler, "nvrtc_version", unavailable)
+    assert DiskCache(cache_root)._running(probe) == "12.8"

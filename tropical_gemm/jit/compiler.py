@@ -204,11 +204,6 @@ def _unusable_cupy_dir(exc: BaseException) -> str | None:
             "did not load; set CUPY_CACHE_DIR (or HOME) to a writable directory")
 
 
-def nvrtc_version_if_loaded() -> tuple[int, int] | None:
-    """NVRTC's version if this process has already asked for it, else ``None`` (without loading NVRTC)."""
-    return nvrtc_version() if nvrtc_version.cache_info().currsize else None
-
-
 @lru_cache(maxsize=None)
 def supported_archs() -> tuple[int, ...]:
     """The compute capabilities this NVRTC can emit code for, ascending."""

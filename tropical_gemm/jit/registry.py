@@ -134,8 +134,8 @@ class Registry:
         self._loader = loader
         self._cache = cache
         self._target_for_device = target_for_device
-        # The warm-start probe needs the GPU's arch but not NVRTC; a replaced
-        # target stage (tests, no GPU) stands in for it.
+        # The warm-start probe takes the GPU's arch from the device, not from
+        # NVRTC's list of archs; a replaced target stage (tests, no GPU) stands in for it.
         self._probe_target = device_cubin_target if target_for_device is device_target else target_for_device
         self._functions: dict[tuple[KernelSpec, int], Any] = {}
         # Entries ``available`` read and verified, kept until their first load: the
@@ -214,12 +214,12 @@ class Registry:
             raise _load_error(spec, target, outcome.path, again) from again
 
     def _warm_load(self, spec: KernelSpec, device: int, found: CachedBinary) -> Any:
-        """The common warm start: a verified cubin for this GPU's arch (found by a probe), loaded without NVRTC.
+        """The common warm start: a verified cubin for this GPU's arch (found by a probe), loaded without a compile.
 
         Returns None (and the full path runs: target from NVRTC, exact key,
         compile on a miss) when the driver refuses it.  The probe finds
-        nothing when there is no such entry, or when only the exact NVRTC
-        version may be used.
+        nothing when there is no such entry for the running NVRTC (or a
+        listed compatible one).
         """
         try:
             function = self._timed_load(found.binary, spec.name, device)
@@ -228,7 +228,7 @@ class Registry:
             return None
         with self._guard:
             self._counts["disk_hits"] += 1
-        log.info("disk hit %s for %s: %s (found without loading NVRTC)", spec.name, found.metadata.target, found.path)
+        log.info("disk hit %s for %s: %s (found by the warm-start probe)", spec.name, found.metadata.target, found.path)
         return function
 
     # -- hooks of tiered compilation (jit.tiering): it asks, builds off-thread, and hands binaries back

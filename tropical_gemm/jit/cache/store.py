@@ -152,17 +152,20 @@ class DiskCache:
         return None
 
     def _running(self, request: BuildRequest) -> str | None:
+        """The running NVRTC's version; only a process that cannot load NVRTC falls back to the recorded one."""
         if request.nvrtc_version is not None:
             return version_text(request.nvrtc_version)
-        loaded = compiler.nvrtc_version_if_loaded()
-        return version_text(loaded) if loaded is not None else self._read_stamp()
+        try:
+            return version_text(compiler.nvrtc_version())
+        except compiler.NvrtcUnavailableError:  # a load-only node: the version this cache's compiles recorded
+            return self._read_stamp()
 
     def _versions_for(self, request: BuildRequest) -> list[str]:
         """NVRTC versions whose entries may serve ``request``, best first: never "newer is better".
 
-        The running version (for a probe: NVRTC's if loaded, else the one this
-        cache last saw compile), then, for cubins, the explicitly listed
-        compatible versions.  PTX is never shared across versions.
+        The running version (for a probe in a process that cannot load NVRTC:
+        the one this cache last saw compile), then, for cubins, the explicitly
+        listed compatible versions.  PTX is never shared across versions.
         """
         if request.nvrtc_version is None and self.strict_nvrtc:
             return []
@@ -226,7 +229,7 @@ class DiskCache:
         return self._stamp or None
 
     def _remember_running(self, version: tuple[int, int]) -> None:
-        """Record the NVRTC that compiled, so a later warm start can pick its entries without loading NVRTC."""
+        """Record the NVRTC that compiled, for processes that cannot load NVRTC to ask it."""
         text = version_text(version)
         if self._read_stamp() == text or self._problem is not None:
             return
