@@ -201,8 +201,9 @@ def test_only_views_reach_the_product_when_groups_are_contiguous(monkeypatch):
     from tropical_gemm.einsum import lower
 
     seen = []
-    real = lower.matmul
-    monkeypatch.setattr(lower, "matmul", lambda a, b, *args, **kw: seen.append((a.base, b.base)) or real(a, b, *args, **kw))
+    real = lower.planned_product
+    monkeypatch.setattr(lower, "planned_product",
+                        lambda engine, a, b, *args: seen.append((a.base, b.base)) or real(engine, a, b, *args))
     a, b = np.ones((2, 3, 4)), np.ones((2, 4, 5))
     tg.einsum("bij,bjk->bik", a, b)
     assert seen and np.shares_memory(seen[0][0], a) and np.shares_memory(seen[0][1], b)
@@ -453,3 +454,19 @@ def test_an_opt_einsum_optimizer_object_is_accepted():
     ops = [np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4), np.arange(8.0).reshape(4, 2)]
     got = tg.einsum("ij,jk,kl->il", *ops, optimize=opt_einsum.paths.DynamicProgramming())
     np.testing.assert_array_equal(got, naive_einsum("ij,jk,kl->il", *ops))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "float16"])
+@pytest.mark.parametrize("argmax", [False, True])
+def test_the_planned_product_equals_matmul_bitwise(dtype, argmax):
+    from tropical_gemm.api import planned_product
+    from tropical_gemm.engines import cpu
+
+    rng = np.random.default_rng(17)
+    a = rng.integers(-3, 3, size=(2, 5, 7)).astype(dtype)   # small integers: many ties for the argmax
+    b = rng.integers(-3, 3, size=(2, 7, 4)).astype(dtype)
+    got = planned_product(cpu, a, b, tg.get_semiring("max_plus"), argmax)
+    want = tg.matmul(a, b, "max_plus", argmax=argmax)
+    for g, w in zip(got if argmax else (got,), want if argmax else (want,)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)

@@ -70,7 +70,24 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     sr = get_semiring(semiring)
     dtype = common_dtype(a.dtype, b.dtype)
     a, b, vectors = promote_vectors(a, b)
-    shape = product_shape(a.shape, b.shape)
+    return _forward(engine, a, b, sr, dtype, product_shape(a.shape, b.shape), vectors, argmax, out)
+
+
+def planned_product(engine: Any, a: Any, b: Any, sr: Semiring, argmax: bool):
+    """``matmul(a, b, sr, argmax=argmax)`` for a caller whose plan already guarantees what ``matmul`` checks.
+
+    For einsum's steps: ``a`` and ``b`` are ``engine``'s own arrays, 3-D,
+    ``(nb, m, k)`` and ``(nb, k, n)``, of one supported dtype.  Skipping the
+    routing, engine choice and dtype and shape checks matters only for small
+    products, where they are most of the host time; the memory check stays.
+    """
+    nb, m, k = a.shape
+    return _forward(engine, a, b, sr, a.dtype, ProductShape((nb,), m, k, b.shape[2]), NO_VECTORS, argmax, None)
+
+
+def _forward(engine: Any, a: Any, b: Any, sr: Semiring, dtype: np.dtype, shape: ProductShape, vectors: Vectors,
+             argmax: bool, out: Any):
+    """Allocate (or check) the outputs and let the engine write them; half precision through float32."""
     halved = is_half(dtype)
     _check_fits(engine, _forward_bytes(a, b, shape, dtype, argmax, halved), "the product's outputs")
     c_out, idx_out, returned = _outputs(engine, out, argmax, shape, vectors, dtype, a)

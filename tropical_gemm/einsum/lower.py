@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..api import matmul
+from ..api import planned_product
 from ..semirings import Semiring
 from .parse import Parsed
 from .plan import Pair, Plan, Reduce
@@ -114,24 +114,34 @@ def reduce_rows_cuda(x: Any, semiring: Semiring) -> tuple[Any, Any]:
 
 
 class ArrayOps:
-    """What lowering needs from numpy or cupy: views, the product and the reduction."""
+    """What lowering needs from numpy or cupy: views, the product and the reduction.
 
-    def __init__(self, strided: Callable, reduce_rows: Callable) -> None:
+    The product goes to the engine directly (``planned_product``): the plan
+    already guarantees the shapes, dtype and array library that ``matmul``
+    would check again on every step.
+    """
+
+    def __init__(self, engine: Any, strided: Callable, reduce_rows: Callable) -> None:
+        self.engine = engine
         self.strided = strided
         self.reduce_rows = reduce_rows
 
     def product(self, a: Any, b: Any, semiring: Semiring, want_argmax: bool) -> tuple[Any, Any]:
         if want_argmax:
-            return matmul(a, b, semiring, argmax=True)
-        return matmul(a, b, semiring), None
+            return planned_product(self.engine, a, b, semiring, True)
+        return planned_product(self.engine, a, b, semiring, False), None
 
 
 @lru_cache(maxsize=2)
 def array_ops(kind: str) -> ArrayOps:
     """The operations for ``"cpu"`` (numpy) or ``"cuda"`` (cupy) arrays."""
     if kind == "cpu":
-        return ArrayOps(_numpy_strided, reduce_rows_cpu)
-    return ArrayOps(_cupy_strided, reduce_rows_cuda)
+        from ..engines import cpu
+
+        return ArrayOps(cpu, _numpy_strided, reduce_rows_cpu)
+    from ..engines import cuda
+
+    return ArrayOps(cuda, _cupy_strided, reduce_rows_cuda)
 
 
 def permuted(x: Any, perm: tuple[int, ...]) -> Any:
@@ -141,12 +151,15 @@ def permuted(x: Any, perm: tuple[int, ...]) -> Any:
     return x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
 
 
+@lru_cache(maxsize=1024)
 def nocopy_strides(shape: tuple[int, ...], strides: tuple[int, ...],
                    target: tuple[int, ...]) -> tuple[int, ...] | None:
     """The strides (in elements) of ``target`` as a view of ``shape``/``strides``; None where it needs a copy.
 
     numpy answers this from the strides alone (a one-element stand-in is
-    never read), so the CuPy path needs no copy kernel to find out.
+    never read), so the CuPy path needs no copy kernel to find out.  The
+    answer depends on the three tuples alone, and a network repeats them
+    step after step, so it is cached rather than asked of numpy each time.
 
     Examples:
         >>> nocopy_strides((2, 3, 4), (12, 4, 1), (6, 4))
