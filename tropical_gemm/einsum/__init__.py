@@ -27,6 +27,8 @@ __all__ = ["einsum", "einsum_plan"]
 
 def _library(x: object) -> str:
     """"torch", "cuda" (cupy and other device arrays) or "cpu" (numpy and other host array-likes)."""
+    if type(x) is np.ndarray:  # the common case, without array_kind's DLPack device query
+        return "cpu"
     if type(x).__module__.split(".")[0] == "torch":
         return "torch"
     return array_kind(x)
@@ -83,9 +85,16 @@ def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan
 def _parse(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any]]:
     if isinstance(subscripts, str):
         ops = list(operands)
-        return parse_subscripts(subscripts, tuple(tuple(int(d) for d in np.shape(x)) for x in ops)), ops
+        return parse_subscripts(subscripts, tuple(map(_shape, ops))), ops
     ops, label_lists, output = split_interleaved([subscripts, *operands])
-    return parse_interleaved(label_lists, tuple(tuple(int(d) for d in np.shape(x)) for x in ops), output), ops
+    return parse_interleaved(label_lists, tuple(map(_shape, ops)), output), ops
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    """``x``'s shape as a tuple of Python ints (the plan cache's key); a numpy array's already is one."""
+    if type(x) is np.ndarray:
+        return x.shape
+    return tuple(map(int, np.shape(x)))
 
 
 def _optimize_key(optimize: Any) -> Any:
@@ -93,7 +102,7 @@ def _optimize_key(optimize: Any) -> Any:
     if isinstance(optimize, (list, tuple)):
         if optimize and optimize[0] == "einsum_path":  # numpy.einsum_path's format
             optimize = optimize[1:]
-        return tuple(tuple(int(p) for p in step) for step in optimize)
+        return tuple(tuple(map(int, step)) for step in optimize)
     if optimize is True:
         return "auto"
     if optimize is False or optimize is None:

@@ -216,14 +216,14 @@ def execute(plan: Plan, parsed: Parsed, operands: list[Any], ops: Any, semiring:
     for step in plan.steps:
         if isinstance(step, Pair):
             a, b = live[step.left], live[step.right]
-            for p in sorted((step.left, step.right), reverse=True):
-                live.pop(p)
+            del live[max(step.left, step.right)], live[min(step.left, step.right)]   # the higher one first
             values, idx = run_pair(ops, step, a, b, semiring, want_argmax)
-        else:
-            values, idx = run_reduce(ops, step, live[step.src] if step.in_place else live.pop(step.src), semiring)
-        if isinstance(step, Reduce) and step.in_place:
+            live.append(values)
+        elif step.in_place:
+            values, idx = run_reduce(ops, step, live[step.src], semiring)
             live[step.src] = values
         else:
+            values, idx = run_reduce(ops, step, live.pop(step.src), semiring)
             live.append(values)
         argmaxes.append(idx if want_argmax else None)
     return permuted(live[0], plan.final), argmaxes
