@@ -4,8 +4,9 @@ A pairwise step permutes each operand's axes into its groups (a view) and
 reshapes it to three dimensions, ``(batch, left, k)`` and ``(batch, k, right)``;
 the reshape is a view whenever each group is contiguous in memory and
 otherwise the one permuted copy of that operand a step may make.  The product
-goes to [`tropical_gemm.matmul`][tropical_gemm.matmul], which picks the
-engine; its ``(batch, left, right)`` result is viewed with one axis per
+goes to the engine through ``api.planned_product``, the tail of
+[`tropical_gemm.matmul`][tropical_gemm.matmul] without the checks the plan
+already guarantees; its ``(batch, left, right)`` result is viewed with one axis per
 label, so no step ever permutes its output or broadcasts its inputs against
 each other.  A single-operand step is one reduction: numpy on the host, the
 registry's ``reduce`` kernel on the GPU.
