@@ -26,7 +26,7 @@ from tropical_gemm.engines.cpu import kernels
 pytestmark = pytest.mark.filterwarnings("error")
 
 SHAPES = [(1, 1, 1), (1, 7, 1), (3, 0, 5), (2, 5, 1), (7, 5, 9), (33, 17, 70), (5, 260, 3),
-          (65, kernels.KB + 3, kernels.NB + 17)]
+          (65, kernels.KB + 3, kernels.NB + 17), (3, kernels.KB_ARGMAX + 13, 9)]
 
 
 def both_engines(a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool) -> tuple:
@@ -60,9 +60,11 @@ def test_every_semiring_and_dtype_matches_the_numpy_engine(semiring: str, dtype:
 @pytest.mark.parametrize("semiring", SEMIRINGS)
 def test_ties_keep_the_smallest_k(semiring: str, dtype: str) -> None:
     rng = np.random.default_rng(7)
-    a = rng.integers(0, 3, (37, 41)).astype(dtype)
-    b = rng.integers(0, 3, (41, 29)).astype(dtype)
-    check(a, b, semiring, True)
+    # The second K crosses an argmax panel, ending in a group cut short.
+    for m, k, n in [(37, 41, 29), (5, kernels.KB_ARGMAX + 13, 7)]:
+        a = rng.integers(0, 3, (m, k)).astype(dtype)
+        b = rng.integers(0, 3, (k, n)).astype(dtype)
+        check(a, b, semiring, True)
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64"])

@@ -45,9 +45,13 @@ MUL_CODES = {"plus": PLUS, "times": TIMES, "min": OMIN, "max": OMAX}
 #: Rows of B per packed panel: KB x NB x 8 bytes (float64) is 1 MiB, the L2
 #: of current x86 cores; float32 panels use half.
 KB = 256
-#: Panel shape of the argmax variant (see _make_tile).
-KB_ARGMAX = 512
-NB_ARGMAX = 256
+#: Panel shape of the argmax variant (see _make_tile): all of K up to 1024 in
+#: one panel, so each entry of C goes through the scalar first-k pass about
+#: once rather than once per panel it improved in; that pass, not the panel
+#: falling out of L2 (its rows are read in order, so prefetch keeps up),
+#: decides the speed.  Figures: docs/performance.md.
+KB_ARGMAX = 1024
+NB_ARGMAX = 512
 #: ks per pass of the argmax loop; the winning group is resolved to its first k afterwards.
 GROUP = 8
 #: Columns of B per packed panel, and so the width of the vectorised loop.
@@ -137,7 +141,7 @@ def _first_winners(a, panel, w, k0, k1, i, row, row_idx, mul, sat, zero, lo, hi)
 def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, signature: object) -> Callable:  # noqa: C901
     """The compiled tile function of one variant and signature (constants folded, disk-cached)."""
     # With argmax, each panel of ks ends with a scalar pass over the entries it
-    # changed; taller, narrower panels make that pass rarer for the same L2.
+    # changed; taller panels make that pass rarer.
     kb_size, nb_size = (KB_ARGMAX, NB_ARGMAX) if argmax else (KB, NB)
 
     @njit(signature, nogil=True, cache=True)
