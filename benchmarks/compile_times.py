@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from results_file import pyplot, save_report  # benchmarks/ is this script's own directory
+from results_file import pyplot, save_figure, save_report  # benchmarks/ is this script's own directory
 
 #: The compile-time budget of a tuned kernel on the device machine (issue 15).
 BUDGET_S = 1.0
@@ -127,9 +127,7 @@ def plot(report: dict[str, object], path: Path) -> bool:
     ax.set_ylabel("kernels")
     ax.set_title(f"{report['environment']['device']}, NVRTC {report['environment']['nvrtc']}")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
+    return save_figure(fig, path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,3 +63,10 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig, path: Path, dpi: int) -> bool:
+    """Lay out and write a matplotlib figure; True, for the plotting functions to return."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    return True

@@ -25,7 +25,7 @@ import numpy as np
 
 import tropical_gemm as tg
 from ceilings import measure_bandwidth, measure_ceilings, time_gpu  # benchmarks/ is this script's own directory
-from results_file import commit, pyplot, save_report
+from results_file import commit, pyplot, save_figure, save_report
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -245,9 +245,7 @@ def plot(report: dict[str, object], path: Path) -> bool:
     right.set_yticks(range(len(judged)), [r["case"] for r in judged], fontsize=6)
     right.set_xlabel("measured / target (≥ 1: met)")
     right.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return True
+    return save_figure(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> int:
