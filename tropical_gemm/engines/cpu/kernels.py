@@ -157,7 +157,7 @@ def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, sign
             out[i, c0:c1] = zero
             if argmax:
                 idx[i, c0:c1] = -1
-        panel = np.empty(kb_size * nb_size, a.dtype)
+        panel = np.empty(min(kb_size, kdim) * min(nb_size, c1 - c0), a.dtype)  # no larger than this tile needs
         for j0 in range(c0, c1, nb_size):
             j1 = min(j0 + nb_size, c1)
             w = j1 - j0
