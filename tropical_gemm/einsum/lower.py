@@ -122,10 +122,11 @@ class ArrayOps:
     would check again on every step.
     """
 
-    def __init__(self, engine: Any, strided: Callable, reduce_rows: Callable) -> None:
+    def __init__(self, engine: Any, strided: Callable, reduce_rows: Callable, regroup: Callable) -> None:
         self.engine = engine
         self.strided = strided
         self.reduce_rows = reduce_rows
+        self.regroup = regroup
 
     def product(self, a: Any, b: Any, semiring: Semiring, want_argmax: bool) -> tuple[Any, Any]:
         if want_argmax:
@@ -139,10 +140,10 @@ def array_ops(kind: str) -> ArrayOps:
     if kind == "cpu":
         from ..engines import cpu
 
-        return ArrayOps(cpu, _numpy_strided, reduce_rows_cpu)
+        return ArrayOps(cpu, _numpy_strided, reduce_rows_cpu, _reshaped)
     from ..engines import cuda
 
-    return ArrayOps(cuda, _cupy_strided, reduce_rows_cuda)
+    return ArrayOps(cuda, _cupy_strided, reduce_rows_cuda, _cupy_regrouped)
 
 
 def permuted(x: Any, perm: tuple[int, ...]) -> Any:
@@ -176,15 +177,14 @@ def nocopy_strides(shape: tuple[int, ...], strides: tuple[int, ...],
     return view.strides
 
 
-def grouped(x: Any, perm: tuple[int, ...], shape: tuple[int, ...]) -> Any:
-    """``x`` permuted and reshaped to ``shape``: a view where the strides allow, else one contiguous copy.
+def _reshaped(view: Any, shape: tuple[int, ...]) -> Any:
+    """The library's own reshape: a view where it can be, else its own copy (numpy on the host, torch)."""
+    return view.reshape(shape)
 
-    On the GPU the copy is the registry's ``gather`` kernel, never CuPy's
-    own copy kernel, which CuPy would compile behind the registry's back.
-    """
-    view = permuted(x, perm)
-    if not type(x).__module__.startswith("cupy"):
-        return view.reshape(shape)   # numpy copies on the host; torch's copy is torch's own kernel
+
+def _cupy_regrouped(view: Any, shape: tuple[int, ...]) -> Any:
+    """CuPy's reshape, but a needed copy is the registry's ``gather`` kernel, never CuPy's own
+    copy kernel, which CuPy would compile behind the registry's back."""
     steps = nocopy_strides(view.shape, element_strides(view), shape)
     if steps is not None:
         return _cupy_strided(view, shape, steps)
@@ -195,15 +195,15 @@ def grouped(x: Any, perm: tuple[int, ...], shape: tuple[int, ...]) -> Any:
 
 def run_pair(ops: Any, step: Pair, a: Any, b: Any, semiring: Semiring, want_argmax: bool) -> tuple[Any, Any]:
     """One pairwise step: the batched product of the grouped views, viewed back with an axis per label."""
-    a3 = grouped(a, step.a_perm, step.a_shape)
-    b3 = grouped(b, step.b_perm, step.b_shape)
+    a3 = ops.regroup(permuted(a, step.a_perm), step.a_shape)
+    b3 = ops.regroup(permuted(b, step.b_perm), step.b_shape)
     values, idx = ops.product(a3, b3, semiring, want_argmax and bool(step.contracted))
     return values.reshape(step.out_shape), (None if idx is None else idx.reshape(step.out_shape))
 
 
 def run_reduce(ops: Any, step: Reduce, x: Any, semiring: Semiring) -> tuple[Any, Any]:
     """One single-operand step: kept axes first, reduced ones last, one reduction of the rows."""
-    x2 = grouped(x, step.perm, step.shape2)
+    x2 = ops.regroup(permuted(x, step.perm), step.shape2)
     values, idx = ops.reduce_rows(x2, semiring)
     return values.reshape(step.out_shape), idx.reshape(step.out_shape)
 

@@ -28,6 +28,10 @@ class TorchOps:
     strided = staticmethod(_strided)
 
     @staticmethod
+    def regroup(view: Any, shape: tuple[int, ...]) -> Any:
+        return view.reshape(shape)  # a view where it can be, else torch's own copy
+
+    @staticmethod
     def product(a: Any, b: Any, semiring: Semiring, want_argmax: bool) -> tuple[Any, Any]:
         from ..torch import tropical_matmul, tropical_matmul_with_argmax
 
