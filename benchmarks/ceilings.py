@@ -109,12 +109,12 @@ def _load_all(source: str, names: list[str]) -> dict[str, object]:
 
     from tropical_gemm.jit import Target
     from tropical_gemm.jit.compiler import compile_program
-    from tropical_gemm.jit.registry import load_cupy_function
+    from tropical_gemm.jit.registry import load_function
 
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     target = Target("cubin", props["major"] * 10 + props["minor"])
     kernel = compile_program(source, names[0], target)
-    return {n: load_cupy_function(kernel.binary, n, cp.cuda.Device().id) for n in names}
+    return {n: load_function(kernel.binary, n, cp.cuda.Device().id) for n in names}
 
 
 def measure_ceilings() -> dict[str, dict[str, float]]:

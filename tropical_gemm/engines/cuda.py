@@ -8,7 +8,6 @@ go to CuPy's current stream and nothing here synchronises the device.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,7 +17,7 @@ import numpy as np
 
 from ..dtypes import dtype_name
 from . import cupy_module
-from ..jit import KernelSpec, get_function, make_spec, tiers
+from ..jit import KernelSpec, driver, get_function, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
 from ..jit.spec import ORDERED_BACKWARD_OPS
 from ..semirings import Semiring
@@ -156,18 +155,8 @@ class Launch:
 
 
 def kernel_ints(values: Any) -> tuple:
-    """64-bit kernel arguments (the kernels' ``i64`` and pointers) that cupy passes as they are.
-
-    cupy turns each numpy scalar or int into its C form on every launch
-    (about 0.4 µs each on an H100 host; a backward launch takes 28
-    arguments), but passes its own ``CIntptr`` through, so plans hold those.
-    """
-    return tuple(map(_cintptr(), values))
-
-
-@lru_cache(maxsize=None)
-def _cintptr() -> type:
-    return _cupy().cuda.function.CIntptr
+    """64-bit kernel arguments (the kernels' ``i64`` and pointers): plain ints, which ``jit.driver`` packs as such."""
+    return tuple(int(v) for v in values)
 
 
 def _split_batches(batch: tuple[int, ...], arrays: list[Any]):
@@ -268,9 +257,8 @@ MIN_SPLIT_K = 256
 
 @lru_cache(maxsize=None)
 def _sm_count(device_id: int) -> int:
-    """One attribute query: ``Device.attributes`` would read all of them, some slowly, on a first call."""
-    runtime = _cupy().cuda.runtime
-    return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, device_id))
+    """One attribute query, through the driver (no CuPy import on the torch path)."""
+    return driver.multiprocessor_count(device_id)
 
 
 def k_splits(tiles: int, k: int, sms: int) -> int:
@@ -584,10 +572,9 @@ class PreparedProduct(NamedTuple):
 
         Addresses of memory on ``device``; ``c`` and ``idx`` new and C-contiguous.
         """
-        addresses = kernel_ints(self.plan.addresses(a, b, c, idx))
-        with _device_scope(self.device):
-            for kernel in self.kernels:
-                kernel.launch(addresses, stream)
+        addresses = self.plan.addresses(a, b, c, idx)
+        for kernel in self.kernels:  # each launch makes its kernel's context current where it is not
+            kernel.launch(addresses, stream)
 
 
 @lru_cache(maxsize=1024)
@@ -630,11 +617,10 @@ class PreparedBackward(NamedTuple):
         argmax, ``grad_c`` C-contiguous and shaped like the product, the
         gradients new and C-contiguous.
         """
-        memset = _cupy().cuda.runtime.memsetAsync
-        with _device_scope(self.device):
-            memset(grad_a, 0, self.grad_bytes[0], stream.ptr)
-            memset(grad_b, 0, self.grad_bytes[1], stream.ptr)
-            self.kernel.launch(kernel_ints((grad_c, a, b, argmax, grad_a, grad_b)), stream)
+        with driver.on_context(self.kernel.function.context):
+            driver.memset_async(grad_a, self.grad_bytes[0], stream)
+            driver.memset_async(grad_b, self.grad_bytes[1], stream)
+            self.kernel.launch((grad_c, a, b, argmax, grad_a, grad_b), stream)
 
 
 @lru_cache(maxsize=1024)
@@ -653,13 +639,3 @@ def prepare_backward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_sha
     itemsize = np.dtype(dtype).itemsize
     return PreparedBackward(plan.kernel(device), (itemsize * math.prod(a_shape), itemsize * math.prod(b_shape)),
                             device)
-
-
-def _device_scope(device: int) -> Any:
-    """Make ``device`` current for a launch, with cupy's ``Device`` context only if it is not already.
-
-    The usual case is the current device, and entering and leaving a
-    ``Device`` costs a few µs per call on an H100 host.
-    """
-    cupy = _cupy()
-    return contextlib.nullcontext() if cupy.cuda.runtime.getDevice() == device else cupy.cuda.Device(device)

@@ -10,10 +10,10 @@ requests from many threads build once and the others wait for it:
     or NVRTC compile through jit.compiler behind a file lock) → loader
 
 The loader turns a binary into something callable.  The default one loads
-the cubin (or PTX) bytes the cache has just verified straight into CuPy with
-``cuModuleLoadData`` (``cupy.cuda.function.Module.load``): the bytes that
-were checked are the bytes that run, and a disk hit costs one file read and
-one module load.  Tests inject a loader so that the whole compile/cache/
+the cubin (or PTX) bytes the cache has just verified straight into the
+driver with ``cuModuleLoadData`` (``jit.driver``, no CuPy import): the bytes
+that were checked are the bytes that run, and a disk hit costs one file read
+and one module load.  Tests inject a loader so that the whole compile/cache/
 registry path runs without a GPU.
 """
 
@@ -37,7 +37,7 @@ log = logging.getLogger("tropical_gemm.jit")
 #: ``loader(binary, entry_name, device_id) -> function``
 Loader = Callable[[bytes, str, int], Any]
 
-#: What a loader raises when the driver refuses a binary (CuPy's CUDADriverError is a RuntimeError).
+#: What a loader raises when the driver refuses a binary (``driver.DriverError`` is a RuntimeError).
 LOAD_ERRORS = (RuntimeError, OSError, ValueError)
 
 
@@ -58,33 +58,28 @@ class KernelLoadError(RuntimeError):
     """
 
 
-def load_cupy_function(binary: bytes, entry_name: str, device_id: int) -> Any:
-    """Load ``binary`` into ``device_id``'s context and return CuPy's ``Function`` for ``entry_name``.
+def load_function(binary: bytes, entry_name: str, device_id: int) -> Any:
+    """Load ``binary`` into ``device_id``'s primary context: a ``jit.driver.Function``.
 
-    The returned ``cupy.cuda.function.Function`` keeps its module alive and is
-    launched as ``fn(grid, block, args, shared_mem=0, stream=None)``.
+    Launched as ``fn(grid, block, args, stream=None)``, like CuPy's ``Function``.
     """
-    import cupy
-    from cupy.cuda import function
+    from . import driver
 
-    with cupy.cuda.Device(device_id):
-        module = function.Module()
-        module.load(binary)
-        return module.get_function(entry_name)
+    return driver.load_function(binary, entry_name, device_id)
 
 
 def current_device() -> int:
-    """The id of CuPy's current CUDA device."""
-    from cupy.cuda import runtime
+    """The id of this thread's current CUDA device (CuPy's and torch's current device alike)."""
+    from . import driver
 
-    return runtime.getDevice()
+    return driver.current_device()
 
 
 def device_target(device_id: int) -> Target:
     """The binary to build for a device: its own cubin, or PTX if NVRTC is older than the GPU."""
-    import cupy
+    from . import driver
 
-    return resolve_target(f"sm_{cupy.cuda.Device(device_id).compute_capability}")
+    return resolve_target(f"sm_{driver.compute_capability(device_id)}")
 
 
 def build_request(spec: KernelSpec, target: Target, source: str, *, probe: bool = False) -> BuildRequest:
@@ -101,9 +96,9 @@ def build_request(spec: KernelSpec, target: Target, source: str, *, probe: bool 
 
 def device_cubin_target(device_id: int) -> Target:
     """The GPU's own cubin target, known without asking NVRTC which archs it supports."""
-    import cupy
+    from . import driver
 
-    return Target("cubin", int(cupy.cuda.Device(device_id).compute_capability))
+    return Target("cubin", driver.compute_capability(device_id))
 
 
 class Registry:
@@ -126,7 +121,7 @@ class Registry:
         1
     """
 
-    def __init__(self, *, loader: Loader = load_cupy_function,
+    def __init__(self, *, loader: Loader = load_function,
                  cache: Callable[[], KernelCache] = default_cache,
                  target_for_device: Callable[[int], Target] = device_target,
                  source: Callable[[KernelSpec], str] = kernel_source) -> None:

@@ -2,11 +2,12 @@
 
 Tensors never leave their device and are never copied: CPU tensors reach the
 numpy engine as ``.numpy()`` views, CUDA tensors reach the CUDA engine as
-cupy views of their memory (or, in ``kernels``, as bare addresses).  Kernels
+cupy views of their memory (or, in ``kernels``, as bare addresses, which
+need no cupy import at all).  Kernels
 are queued on PyTorch's current stream and every buffer the engine allocates
 comes from PyTorch's caching allocator, so this glue adds no synchronisation
 and no second memory pool grows beside PyTorch's.  cupy is imported the
-first time a CUDA tensor is seen.
+first time a call needs array views.
 """
 
 from __future__ import annotations
@@ -91,9 +92,14 @@ def _cupy_stream(device_index: int, handle: int) -> Any:
     return cp.cuda.ExternalStream(handle, device_index)
 
 
+def raw_stream(device_index: int) -> int:
+    """The handle of PyTorch's current stream on a device, where the kernels go."""
+    return torch._C._cuda_getCurrentRawStream(device_index)
+
+
 def current_stream(device_index: int) -> Any:
-    """cupy's view of PyTorch's current stream on a device, where the kernels go."""
-    return _cupy_stream(device_index, torch._C._cuda_getCurrentRawStream(device_index))
+    """cupy's view of PyTorch's current stream on a device, for launches on cupy views."""
+    return _cupy_stream(device_index, raw_stream(device_index))
 
 
 @contextmanager

@@ -49,8 +49,8 @@ def run_product(a: Tensor, b: Tensor, values: Tensor, argmax: "Tensor | None", s
                                                         a.get_device())
         if prepared is not None:
             argmax_address = None if argmax is None else argmax.data_ptr()
-            stream = bridge.current_stream(prepared.device)
-            prepared.launch(a.data_ptr(), b.data_ptr(), values.data_ptr(), argmax_address, stream)
+            prepared.launch(a.data_ptr(), b.data_ptr(), values.data_ptr(), argmax_address,
+                            bridge.raw_stream(prepared.device))
             return
     with bridge.engine(a.device) as (view, engine):
         engine.forward(view(a), view(b), get_semiring(semiring), view(values), None if argmax is None else view(argmax))
@@ -93,7 +93,7 @@ def backward(grad_c: Tensor, a: Tensor, b: Tensor, argmax: Tensor, semiring: str
         if prepared is not None:
             grad_c = grad_c.contiguous()  # the kernel reads it row-major; the name keeps a copy alive
             prepared.launch(grad_c.data_ptr(), a.data_ptr(), b.data_ptr(), argmax.data_ptr(), grad_a.data_ptr(),
-                            grad_b.data_ptr(), bridge.current_stream(prepared.device))
+                            grad_b.data_ptr(), bridge.raw_stream(prepared.device))
             return grad_a, grad_b
     with bridge.engine(a.device) as (view, _):
         api.matmul_backward(view(grad_c), view(a), view(b), view(argmax), semiring,

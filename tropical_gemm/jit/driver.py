@@ -1,0 +1,249 @@
+"""The CUDA driver API through ctypes: load a verified cubin, query a device, launch a kernel.
+
+Why not CuPy's ``Module``/``Function``: launching needs only the driver
+library, which every process with a CUDA context has already loaded, while
+``import cupy`` costs more than a whole warm torch forward and backward is
+allowed to take.  With launches here, a torch call that hits the kernel
+cache never imports CuPy; CuPy stays the array layer of the CuPy engine.
+
+A launch packs its arguments the way CuPy's ``Function`` does (Python ints
+as 64-bit integers, numpy scalars as their own type, arrays as their device
+address), so every caller passes what it passed before.  A bound launch
+(:meth:`Function.bind`) packs the trailing scalar arguments once: a repeated
+call then packs only its addresses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import sys
+import threading
+from functools import lru_cache
+from typing import Any, Iterator, Sequence
+
+#: cuDeviceGetAttribute ids (cuda.h, CUdevice_attribute).
+ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+_LIBRARY_NAMES = {"win32": ("nvcuda.dll",), "darwin": ()}.get(sys.platform, ("libcuda.so.1", "libcuda.so"))
+
+
+class DriverError(RuntimeError):
+    """A CUDA driver call failed; the message names the call and the driver's error.
+
+    A ``RuntimeError``, like CuPy's ``CUDADriverError``, so that callers that
+    catch a refused binary keep catching it.
+    """
+
+
+@lru_cache(maxsize=1)
+def library() -> Any:
+    """The driver library, initialised once (``cuInit`` is cheap after the first call in a process)."""
+    errors = []
+    for name in _LIBRARY_NAMES:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError as exc:
+            errors.append(str(exc))
+    else:
+        raise DriverError("the CUDA driver library (libcuda) is not loadable: " + "; ".join(errors)
+                          + ". Install the NVIDIA driver, or compute on the CPU with numpy arrays")
+    check(lib, lib.cuInit(0), "cuInit")
+    return lib
+
+
+def check(lib: Any, status: int, call: str) -> None:
+    """Raise :class:`DriverError` for a failed call, with the driver's own name for the error."""
+    if status == 0:
+        return
+    name = ctypes.c_char_p()
+    lib.cuGetErrorName(status, ctypes.byref(name))
+    raise DriverError(f"{call} failed: {(name.value or b'CUDA_ERROR').decode()} ({status})")
+
+
+def _call(function: str, *args: Any) -> None:
+    lib = library()
+    check(lib, getattr(lib, function)(*args), function)
+
+
+# ------------------------------------------------------------------ devices
+
+
+@lru_cache(maxsize=None)
+def attribute(device: int, attribute_id: int) -> int:
+    """One device attribute (they never change while a process runs)."""
+    handle, value = ctypes.c_int(), ctypes.c_int()
+    _call("cuDeviceGet", ctypes.byref(handle), device)
+    _call("cuDeviceGetAttribute", ctypes.byref(value), attribute_id, handle)
+    return value.value
+
+
+def compute_capability(device: int) -> int:
+    """``major * 10 + minor``: 90 for an H100."""
+    return (10 * attribute(device, ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+            + attribute(device, ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+
+
+def multiprocessor_count(device: int) -> int:
+    return attribute(device, ATTRIBUTE_MULTIPROCESSOR_COUNT)
+
+
+_primary_lock = threading.Lock()
+_primary: dict[int, int] = {}
+
+
+def primary_context(device: int) -> int:
+    """The device's primary context, the one the CUDA runtime (torch, CuPy) uses; retained for the process."""
+    context = _primary.get(device)
+    if context is None:
+        with _primary_lock:
+            if device not in _primary:
+                handle, ctx = ctypes.c_int(), ctypes.c_void_p()
+                _call("cuDeviceGet", ctypes.byref(handle), device)
+                _call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), handle)
+                _primary[device] = ctx.value or 0
+            context = _primary[device]
+    return context
+
+
+def current_context() -> int:
+    ctx = ctypes.c_void_p()
+    _call("cuCtxGetCurrent", ctypes.byref(ctx))
+    return ctx.value or 0
+
+
+def current_device() -> int:
+    """The device of this thread's current context; 0 where none is current (the runtime's default too)."""
+    if not current_context():
+        return 0
+    device = ctypes.c_int()
+    _call("cuCtxGetDevice", ctypes.byref(device))
+    return device.value
+
+
+@contextlib.contextmanager
+def on_context(context: int) -> Iterator[None]:
+    """Make ``context`` current for the block, leaving the thread's own current context as it was."""
+    if current_context() == context:
+        yield
+        return
+    _call("cuCtxPushCurrent_v2", ctypes.c_void_p(context))
+    try:
+        yield
+    finally:
+        _call("cuCtxPopCurrent_v2", ctypes.byref(ctypes.c_void_p()))
+
+
+def memset_async(address: int, nbytes: int, stream: int) -> None:
+    """Zero ``nbytes`` at ``address`` on ``stream``."""
+    _call("cuMemsetD8Async", ctypes.c_uint64(address), ctypes.c_ubyte(0), ctypes.c_size_t(nbytes),
+          ctypes.c_void_p(stream))
+
+
+# ------------------------------------------------------------------ kernels
+
+
+_PYTHON_CTYPES: dict[type, type] = {int: ctypes.c_int64, bool: ctypes.c_bool, float: ctypes.c_double}
+
+
+@lru_cache(maxsize=1)
+def _numpy_ctypes() -> dict[type, type]:
+    import numpy as np
+
+    return {np.int32: ctypes.c_int32, np.int64: ctypes.c_int64, np.uint32: ctypes.c_uint32,
+            np.uint64: ctypes.c_uint64, np.float32: ctypes.c_float, np.float64: ctypes.c_double,
+            np.bool_: ctypes.c_bool}
+
+
+def kernel_argument(value: Any) -> Any:
+    """A kernel argument as a ctypes value, the way CuPy's ``Function`` passes it.
+
+    Python ints are 64-bit (the kernels' ``i64`` and pointers), numpy scalars
+    keep their type, an array (anything with ``.data.ptr``, such as a cupy
+    array) passes its device address, and ``None`` a null pointer.
+    """
+    kind = _PYTHON_CTYPES.get(type(value))
+    if kind is not None:
+        return kind(value)
+    if value is None:
+        return ctypes.c_uint64(0)
+    pointer = getattr(getattr(value, "data", None), "ptr", None)
+    if pointer is not None:
+        return ctypes.c_uint64(pointer)
+    kind = _numpy_ctypes().get(type(value))
+    if kind is None:
+        raise TypeError(f"unsupported kernel argument of type {type(value).__name__}: pass an int, a numpy "
+                        "scalar or a device array")
+    return kind(value.item())
+
+
+def default_stream() -> int:
+    """CuPy's current stream where CuPy is in use (callers that pass no stream are CuPy code), else 0."""
+    cupy = sys.modules.get("cupy")
+    return 0 if cupy is None else cupy.cuda.get_current_stream().ptr
+
+
+class Function:
+    """A kernel loaded into one device's primary context."""
+
+    __slots__ = ("name", "handle", "context", "module")
+
+    def __init__(self, name: str, handle: int, context: int, module: int) -> None:
+        self.name, self.handle, self.context, self.module = name, handle, context, module
+
+    def __call__(self, grid: Sequence[int], block: Sequence[int], args: Sequence[Any], *,
+                 stream: int | None = None) -> None:
+        """Launch on ``stream`` (a raw handle; None: CuPy's current stream), CuPy's ``Function`` call form."""
+        self.bind(grid, block, ()).launch(args, stream)
+
+    def bind(self, grid: Sequence[int], block: Sequence[int], scalars: Sequence[Any]) -> "BoundLaunch":
+        """This kernel with its grid, block and trailing arguments fixed: a launch adds only the leading ones."""
+        return BoundLaunch(self, _dim3(grid), _dim3(block), tuple(map(kernel_argument, scalars)))
+
+
+def _dim3(dims: Sequence[int]) -> tuple[int, int, int]:
+    x, y, z = (*dims, 1, 1)[:3]
+    return int(x), int(y), int(z)
+
+
+class BoundLaunch:
+    """A kernel, its grid and block, and its trailing arguments packed once."""
+
+    __slots__ = ("function", "grid", "block", "scalars", "_scalar_pointers")
+
+    def __init__(self, function: Function, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 scalars: tuple) -> None:
+        self.function, self.grid, self.block, self.scalars = function, grid, block, scalars
+        self._scalar_pointers = [ctypes.addressof(v) for v in scalars]
+
+    def launch(self, leading: Sequence[Any], stream: int | None = None) -> None:
+        """Queue the kernel with ``leading`` arguments (arrays, addresses) before the bound ones."""
+        values = [kernel_argument(v) for v in leading]  # kept alive until cuLaunchKernel has copied them
+        pointers = [ctypes.addressof(v) for v in values] + self._scalar_pointers
+        params = (ctypes.c_void_p * len(pointers))(*pointers)
+        stream = default_stream() if stream is None else stream
+        function = self.function
+        arguments = (ctypes.c_void_p(function.handle), *self.grid, *self.block, 0, ctypes.c_void_p(stream), params,
+                     None)
+        if current_context() == function.context:  # the usual case: no push and pop
+            _call("cuLaunchKernel", *arguments)
+            return
+        with on_context(function.context):
+            _call("cuLaunchKernel", *arguments)
+
+
+def load_function(binary: bytes, entry_name: str, device: int) -> Function:
+    """Load a cubin (or PTX) into ``device``'s primary context and find ``entry_name`` in it.
+
+    The module stays loaded for the process: the registry keeps one function
+    per kernel and device, and unloading at exit could outlive the context.
+    """
+    context = primary_context(device)
+    module, handle = ctypes.c_void_p(), ctypes.c_void_p()
+    with on_context(context):
+        _call("cuModuleLoadData", ctypes.byref(module), ctypes.c_char_p(binary))
+        _call("cuModuleGetFunction", ctypes.byref(handle), module, entry_name.encode())
+    return Function(entry_name, handle.value or 0, context, module.value or 0)
