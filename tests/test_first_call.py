@@ -117,3 +117,36 @@ def test_registering_the_torch_ops_loads_no_lazy_module():
     pytest.importorskip("torch")
     result = run_python(LAZY_TRAP, {})
     assert result.returncode == 0 and result.stdout.strip().endswith("untouched"), result.stdout + result.stderr
+
+
+TORCH_STORY = """
+    import sys, torch
+    torch.manual_seed(0)
+    a = torch.randn(96, 80, device="cuda", requires_grad=True)
+    b = torch.randn(80, 64, device="cuda", requires_grad=True)
+    torch.cuda.synchronize()
+    from tropical_gemm.torch import tropical_matmul
+    import tropical_gemm.jit as jit
+    tropical_matmul(a, b, "max_plus").sum().backward()
+    torch.cuda.synchronize()
+    jit.wait()
+    print("cupy" in sys.modules, jit.stats()["compiled"])
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.torch
+def test_a_warm_torch_call_never_imports_cupy(tmp_path):
+    """Issue 15: a torch forward and backward that find their kernels cached launch through the driver alone.
+
+    The cold run compiles (and may import CuPy for NVRTC); the warm one, in a
+    fresh process on the same cache, must compile nothing and import no CuPy.
+    """
+    pytest.importorskip("torch")
+    env = {"TROPICAL_GEMM_CACHE_DIR": str(tmp_path / "ours"), "CUPY_CACHE_DIR": str(tmp_path / "cupy")}
+    cold = run_python(TORCH_STORY, env, timeout=600)
+    assert cold.returncode == 0, cold.stderr[-4000:]
+    assert int(cold.stdout.split()[-1]) > 0  # it did compile, so the warm run below reads a filled cache
+    warm = run_python(TORCH_STORY, env, timeout=600)
+    assert warm.returncode == 0, warm.stderr[-4000:]
+    assert warm.stdout.split()[-2:] == ["False", "0"], warm.stdout

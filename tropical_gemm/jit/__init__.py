@@ -121,7 +121,7 @@ def wait(timeout: "float | None" = None) -> bool:
 
 
 def get_function(spec: KernelSpec, device: int | None = None) -> Any:
-    """The loaded ``cupy.cuda.function.Function`` for ``spec`` on ``device`` (default: current).
+    """The loaded kernel (a ``jit.driver.Function``) for ``spec`` on ``device`` (default: current).
 
     Compiled on first use (or read from the disk cache), then held in memory.
     Launch it as ``fn(grid, block, args, shared_mem=0, stream=None)`` with
