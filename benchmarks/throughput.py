@@ -84,12 +84,12 @@ def bench_idioms(size: int) -> dict[str, float]:
 
 def environment() -> dict[str, object]:
     import cupy as cp
-    from cupy_backends.cuda.libs import nvrtc
+    from tropical_gemm.jit.compiler import nvrtc_version
 
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     versions = {"tropical_gemm": tg.__version__, "cupy": cp.__version__, "numpy": np.__version__,
                 "python": platform.python_version(), "cuda_driver": cp.cuda.runtime.driverGetVersion(),
-                "nvrtc": ".".join(map(str, nvrtc.getVersion()))}
+                "nvrtc": ".".join(map(str, nvrtc_version()))}
     try:
         import torch
 

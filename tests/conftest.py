@@ -152,3 +152,20 @@ def cache_root(tmp_path: "os.PathLike[str]", monkeypatch: pytest.MonkeyPatch):
     for name in (dc.ENV_DISABLE, dc.ENV_LOCK_TIMEOUT, dc.ENV_STRICT_NVRTC):
         monkeypatch.delenv(name, raising=False)
     return root
+
+
+@pytest.fixture
+def no_nvrtc_library(monkeypatch):
+    """Make ``jit.nvrtc`` find no library anywhere, as on a machine without the NVRTC wheel."""
+    from tropical_gemm.jit import compiler, nvrtc
+
+    caches = (nvrtc.library, compiler.nvrtc_version, compiler.supported_archs)
+    monkeypatch.setattr(nvrtc, "_wheel_libraries", lambda: [])
+    monkeypatch.setattr(nvrtc, "_pathfinder_library", lambda: [])
+    monkeypatch.setattr(nvrtc, "_SYSTEM_NAMES", ("libnvrtc-that-does-not-exist.so",))
+    for cached in caches:
+        cached.cache_clear()
+    yield
+    monkeypatch.undo()
+    for cached in caches:
+        cached.cache_clear()

@@ -74,3 +74,4 @@ def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subproce
 
 def last_json_line(output: str) -> dict:
     return json.loads(output.strip().splitlines()[-1])
+

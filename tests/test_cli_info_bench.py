@@ -94,18 +94,8 @@ def test_info_reports_a_bad_cache_variable_instead_of_failing(cache_root, monkey
     assert "TROPICAL_GEMM_CACHE_LOCK_TIMEOUT='soon' is not a number" in report["cache"]["problem"]
 
 
-def test_info_without_nvrtc_says_which_wheels_to_install(cache_root, monkeypatch, capsys):
-    import cupy_backends.cuda.libs
-
-    monkeypatch.delattr(cupy_backends.cuda.libs, "nvrtc", raising=False)
-    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", None)
-    compiler.nvrtc_version.cache_clear()
-    compiler.supported_archs.cache_clear()
-    try:
-        assert main(["info"]) == 0
-    finally:
-        compiler.nvrtc_version.cache_clear()
-        compiler.supported_archs.cache_clear()
+def test_info_without_nvrtc_says_which_wheels_to_install(cache_root, no_nvrtc_library, capsys):
+    assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "NVRTC      unavailable:" in out and "pip install nvidia-cuda-nvrtc cupy-cuda13x" in out
 

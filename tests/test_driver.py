@@ -73,8 +73,9 @@ class FakeDriver:
         return self._record("cuDevicePrimaryCtxRetain")
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        # the driver copies the parameters during the call, and so does this stand-in: after it they may be gone
         self.launches.append({"function": function.value, "grid": (gx, gy, gz), "block": (bx, by, bz),
-                              "stream": stream.value or 0, "params": params})
+                              "stream": stream.value or 0, "params": [ctypes.string_at(p, 8) for p in params]})
         return self._record("cuLaunchKernel")
 
 
@@ -87,7 +88,7 @@ def fake(monkeypatch):
 
 
 def _read(params, index: int, ctype: type):
-    return ctypes.cast(params[index], ctypes.POINTER(ctype)).contents.value
+    return ctype.from_buffer_copy(params[index][:ctypes.sizeof(ctype)]).value
 
 
 def test_arguments_reach_the_kernel_as_their_c_types(fake):

@@ -1,10 +1,11 @@
 """NVRTC compilation of one program for one target architecture.
 
-We call NVRTC through CuPy's low-level binding (``cupy_backends.cuda.libs.nvrtc``)
-rather than ``cupy.cuda.compiler``: the latter asks the CUDA runtime for the
-current device even when an arch is given, so it cannot compile ahead of time
-on a machine without a GPU (CI, login nodes).  The binding needs only the
-NVRTC library, which the ``nvidia-cuda-nvrtc`` wheel provides.
+We call NVRTC through our own ctypes binding (``jit.nvrtc``) rather than
+``cupy.cuda.compiler``, which asks the CUDA runtime for the current device
+even when an arch is given (so it cannot compile ahead of time on a machine
+without a GPU: CI, login nodes), or CuPy's low-level binding, which imports
+CuPy (too slow for the version lookup of every warm process).  The binding
+needs only the NVRTC library, which the ``nvidia-cuda-nvrtc`` wheel provides.
 
 Options are fixed (``COMPILE_OPTIONS``) and become part of the disk-cache
 key.  None of them may change numerics: results must stay bit-identical with
@@ -168,47 +169,27 @@ class CompiledKernel:
 
 
 def nvrtc_module() -> ModuleType:
-    """CuPy's NVRTC binding, or an error that says how to install it."""
-    from .cache.config import keep_cupy_cache_off_unusable_home
+    """The NVRTC binding (``jit.nvrtc``); tests replace it to play a missing library."""
+    from . import nvrtc
 
-    keep_cupy_cache_off_unusable_home()  # CuPy fails to import when it cannot create ~/.cupy
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-    except ImportError as exc:
-        raise NvrtcUnavailableError(
-            f"CuPy's NVRTC binding could not be imported ({exc}). "
-            f"Compiling CUDA kernels needs CuPy and NVRTC: {NVRTC_INSTALL_HINT}"
-        ) from exc
     return nvrtc
 
 
 @lru_cache(maxsize=None)
 def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor); part of every cache key because codegen changes with it."""
-    nvrtc = nvrtc_module()
     try:
-        major, minor = nvrtc.getVersion()
-    except (RuntimeError, OSError) as exc:  # what the binding raises when libnvrtc is absent
-        raise NvrtcUnavailableError(_unusable_cupy_dir(exc) or (
-            f"the NVRTC library could not be loaded ({exc}). Install it with: {NVRTC_INSTALL_HINT}")
-        ) from exc
-    return int(major), int(minor)
-
-
-def _unusable_cupy_dir(exc: BaseException) -> str | None:
-    """The real cause when loading NVRTC failed because CuPy could not create its cache directory."""
-    filename = getattr(exc, "filename", None)
-    if not isinstance(exc, OSError) or not filename or "nvrtc" in str(filename).lower():
-        return None
-    return (f"CuPy could not create its cache directory {filename} ({exc.strerror}), so its NVRTC binding "
-            "did not load; set CUPY_CACHE_DIR (or HOME) to a writable directory")
+        return nvrtc_module().version()
+    except OSError as exc:  # the library is absent or does not load
+        raise NvrtcUnavailableError(f"the NVRTC library could not be loaded ({exc}). "
+                                    f"Install it with: {NVRTC_INSTALL_HINT}") from exc
 
 
 @lru_cache(maxsize=None)
 def supported_archs() -> tuple[int, ...]:
     """The compute capabilities this NVRTC can emit code for, ascending."""
     nvrtc_version()  # a clear error first if the library is missing
-    return tuple(sorted(int(a) for a in nvrtc_module().getSupportedArchs()))
+    return tuple(sorted(nvrtc_module().supported_archs()))
 
 
 def parse_arch(arch: ArchLike) -> tuple[str, int]:
@@ -277,21 +258,16 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
     version = nvrtc_version()
     options = target.options + tuple(extra_options)
     started = time.perf_counter()
-    program = nvrtc.createProgram(source, f"{entry_name}.cu", [], [])
     try:
-        try:
-            nvrtc.compileProgram(program, list(options))
-        except nvrtc.NVRTCError as exc:
-            log = _program_log(nvrtc, program)
-            raise CompileError(
-                f"NVRTC {version[0]}.{version[1]} failed to compile kernel {entry_name} for {target.tag} "
-                f"({exc}); options: {' '.join(options)}\n{log}",
-                kernel=entry_name, target=target.tag, log=log, source=source, options=options,
-            ) from None
-        binary = nvrtc.getCUBIN(program) if target.kind == "cubin" else nvrtc.getPTX(program)
-        log = _program_log(nvrtc, program)
-    finally:
-        nvrtc.destroyProgram(program)
+        binary, log = nvrtc.compile_program(source, f"{entry_name}.cu", options,
+                                            "CUBIN" if target.kind == "cubin" else "PTX")
+    except nvrtc.NvrtcError as exc:
+        message, _, log = str(exc).partition("\n")
+        raise CompileError(
+            f"NVRTC {version[0]}.{version[1]} failed to compile kernel {entry_name} for {target.tag} "
+            f"({message}); options: {' '.join(options)}\n{log}",
+            kernel=entry_name, target=target.tag, log=log, source=source, options=options,
+        ) from None
     seconds = time.perf_counter() - started
     if entry_name.encode() not in binary:
         raise CompileError(
@@ -300,8 +276,3 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
             kernel=entry_name, target=target.tag, log=log, source=source, options=options,
         )
     return CompiledKernel(bytes(binary), target, options, version, seconds, log)
-
-
-def _program_log(nvrtc: ModuleType, program: int) -> str:
-    log = nvrtc.getProgramLog(program)
-    return (log.decode(errors="replace") if isinstance(log, bytes) else str(log)).rstrip("\x00").strip()

@@ -1,0 +1,129 @@
+"""NVRTC through ctypes: the version, the supported archs, and one program compiled to cubin or PTX.
+
+Why our own binding: CuPy's (``cupy_backends.cuda.libs.nvrtc``) imports
+CuPy and its library finder, which costs more than a warm torch call may
+take, and the registry needs NVRTC's version on every process's first
+lookup (it is part of each cache key).  Loading the library directly costs a
+``dlopen``.  The library is found where the ``nvidia-cuda-nvrtc`` wheel puts
+it, then through ``cuda.pathfinder`` (CuPy's own finder) where installed,
+then by the system's loader.  Everything that compiles or keys a binary
+goes through this one library, so a cache entry's NVRTC version is always
+the version that built it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+#: Library names the system loader may know, newest first.
+_SYSTEM_NAMES = {"win32": ()}.get(sys.platform, ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"))
+
+
+class NvrtcError(RuntimeError):
+    """An NVRTC call failed; ``status`` is NVRTC's result code."""
+
+    def __init__(self, message: str, status: int = -1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NvrtcNotFound(OSError):
+    """No NVRTC library could be loaded; the message lists where it was looked for."""
+
+
+def _wheel_libraries() -> list[Path]:
+    """``libnvrtc.so*`` of the ``nvidia-cuda-nvrtc`` wheel (``nvidia/cu13/lib``, ``nvidia/cuda_nvrtc/lib``)."""
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+    return [path for root in roots for path in sorted(Path(root).glob("*/lib/libnvrtc.so.*"), reverse=True)]
+
+
+def _pathfinder_library() -> list[str]:
+    try:
+        from cuda import pathfinder
+    except ImportError:
+        return []
+    try:
+        return [pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path]
+    except RuntimeError:  # its DynamicLibNotFoundError: the system's loader is tried next
+        return []
+
+
+@lru_cache(maxsize=1)
+def library() -> Any:
+    """The NVRTC library, loaded once per process."""
+    tried: list[str] = []
+    for candidates in (_wheel_libraries, _pathfinder_library, lambda: list(_SYSTEM_NAMES)):
+        for candidate in candidates():
+            try:
+                return ctypes.CDLL(str(candidate))
+            except OSError as exc:
+                tried.append(str(exc))
+    raise NvrtcNotFound("no NVRTC library found (looked in the nvidia-cuda-nvrtc wheel, through cuda.pathfinder "
+                        f"and on the system's library path){': ' + '; '.join(tried) if tried else ''}")
+
+
+def _check(status: int, call: str) -> None:
+    if status != 0:
+        lib = library()
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        raise NvrtcError(f"{call}: {(lib.nvrtcGetErrorString(status) or b'NVRTC_ERROR').decode()}", status)
+
+
+def _call(function: str, *args: Any) -> None:
+    _check(getattr(library(), function)(*args), function)
+
+
+def version() -> tuple[int, int]:
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    _call("nvrtcVersion", ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def supported_archs() -> tuple[int, ...]:
+    count = ctypes.c_int()
+    _call("nvrtcGetNumSupportedArchs", ctypes.byref(count))
+    archs = (ctypes.c_int * count.value)()
+    _call("nvrtcGetSupportedArchs", archs)
+    return tuple(archs)
+
+
+def _strings(values: Sequence[str]) -> Any:
+    return (ctypes.c_char_p * len(values))(*(v.encode() for v in values))
+
+
+def _read(program: ctypes.c_void_p, what: str) -> bytes:
+    """One of the program's outputs (``ProgramLog``, ``CUBIN``, ``PTX``), as NVRTC wrote it."""
+    size = ctypes.c_size_t()
+    _call(f"nvrtcGet{what}Size", program, ctypes.byref(size))
+    buffer = ctypes.create_string_buffer(size.value)
+    _call(f"nvrtcGet{what}", program, buffer)
+    return buffer.raw
+
+
+def compile_program(source: str, name: str, options: Sequence[str], output: str,
+                    headers: Sequence[tuple[str, str]] = ()) -> tuple[bytes, str]:
+    """``(binary, log)`` of ``source`` compiled with ``options``; ``output`` is "CUBIN" or "PTX".
+
+    ``headers`` are (include name, text) pairs, passed in memory.  A failed
+    compile raises :class:`NvrtcError` whose message ends with NVRTC's log.
+    """
+    program = ctypes.c_void_p()
+    _call("nvrtcCreateProgram", ctypes.byref(program), source.encode(), name.encode(), len(headers),
+          _strings([text for _, text in headers]), _strings([include for include, _ in headers]))
+    try:
+        status = library().nvrtcCompileProgram(program, len(options), _strings(list(options)))
+        log = _read(program, "ProgramLog").rstrip(b"\x00").decode(errors="replace").strip()
+        if status != 0:
+            try:
+                _check(status, "nvrtcCompileProgram")
+            except NvrtcError as exc:
+                raise NvrtcError(f"{exc}\n{log}", status) from None
+        return _read(program, output), log
+    finally:
+        _call("nvrtcDestroyProgram", ctypes.byref(program))
