@@ -32,7 +32,8 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def batch_strides(operand_shape: tuple[int, ...], operand_strides: tuple[int, ...], batch: tuple[int, ...]) -> tuple[int, ...]:
+def batch_strides(operand_shape: tuple[int, ...], operand_strides: tuple[int, ...],
+                  batch: tuple[int, ...]) -> tuple[int, ...]:
     """Strides of an operand's batch dims over the broadcast batch; 0 where it broadcasts."""
     own = len(operand_shape) - 2
     out = []
