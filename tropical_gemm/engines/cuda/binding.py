@@ -40,9 +40,13 @@ def _cintptr() -> type:
 
 
 @lru_cache(maxsize=4096)
-def kernel_args(plan: Plan) -> tuple:
-    """``plan``'s scalar arguments in kernel-ready form; cached, as plans are (one per call signature)."""
-    return kernel_ints(plan.scalars) + tuple(np.int32(v) for v in plan.int32_scalars)
+def kernel_args(scalars: tuple[int, ...], int32_scalars: tuple[int, ...] = ()) -> tuple:
+    """A plan's scalar arguments in kernel-ready form, converted once per call signature.
+
+    Keyed by the tuples, not the plan: a tuple of ints hashes without a
+    Python-level ``__hash__``, and a bind happens on every launch.
+    """
+    return kernel_ints(scalars) + tuple(np.int32(v) for v in int32_scalars)
 
 
 class BoundKernel(NamedTuple):
@@ -65,7 +69,8 @@ def bind(plan: Plan, device: int, loader: "Callable[[Any, int], Any] | None" = N
     which waits for a background compile of it if one is under way.
     """
     load = tiers().get_function if loader is None else loader
-    return BoundKernel(load(plan.spec, device), (plan.grid,), (plan.block,), kernel_args(plan))
+    return BoundKernel(load(plan.spec, device), (plan.grid,), (plan.block,),
+                       kernel_args(plan.scalars, plan.int32_scalars))
 
 
 def bind_forward(plan: ForwardPlan, device: int) -> tuple[Launchable, ...]:
