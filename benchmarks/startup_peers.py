@@ -120,10 +120,11 @@ def child_first_product(size: int) -> dict[str, Any]:
 def _kernel_of_first_product(a_dev: Any, b_dev: Any):
     """The spec the engine launched for ``a_dev ⊗ b_dev`` (its plan is cached, so this asks again for free)."""
     from tropical_gemm.engines import cuda as cuda_engine
+    from tropical_gemm.engines.cuda.gpu import sm_count
 
     size = a_dev.shape[0]
     plan = cuda_engine.plan_forward(a_dev.shape, (size, 1), b_dev.shape, (size, 1), (), "float32", "max_plus",
-                                    False, cuda_engine._sm_count(a_dev.device.id), True)
+                                    False, sm_count(a_dev.device.id), True)
     return plan.spec
 
 

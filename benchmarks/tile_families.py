@@ -21,6 +21,7 @@ from results_file import run_and_save  # benchmarks/ is this script's own direct
 from throughput import bench_product, environment
 
 from tropical_gemm.engines import cuda as cuda_engine
+from tropical_gemm.engines.cuda import gpu as cuda_gpu
 
 #: (M, K, N, batch): small squares, a long K, a batch of small matrices, and
 #: the sizes where the rule hands over to the square family.
@@ -33,16 +34,16 @@ def family_of(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> s
     for size in batch:
         batches *= size
     op = "forward_argmax" if argmax else "forward"
-    return cuda_engine.choose_tile(m, n, k, batches, "float32", op, cuda_engine._sm_count(0))[0]
+    return cuda_engine.choose_tile(m, n, k, batches, "float32", op, cuda_gpu.sm_count(0))[0]
 
 
 def forced_square(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> float:
-    real = cuda_engine._sm_count
-    cuda_engine._sm_count = lambda device_id: 1
+    real = cuda_gpu.sm_count
+    cuda_gpu.sm_count = lambda device_id: 1
     try:
         return bench_product(m, k, n, argmax=argmax, batch=batch, graph=True)
     finally:
-        cuda_engine._sm_count = real
+        cuda_gpu.sm_count = real
 
 
 def run() -> dict[str, object]:

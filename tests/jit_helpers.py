@@ -42,6 +42,18 @@ class Loaded:
     name: str
     device: int
 
+    def bind(self, grid: tuple, block: tuple, scalars: tuple) -> "BoundLoaded":
+        """As ``jit.driver.Function.bind``: the engine binds what the registry loaded."""
+        return BoundLoaded(self, grid, block, scalars)
+
+
+@dataclass(frozen=True)
+class BoundLoaded:
+    function: Loaded
+    grid: tuple
+    block: tuple
+    scalars: tuple
+
 
 class RecordingLoader:
     """A loader that records its calls instead of touching a GPU."""

@@ -9,7 +9,7 @@ import cupy as cp
 import numpy as np
 
 import tropical_gemm as tg
-from tropical_gemm.engines import cuda as cuda_engine
+from tropical_gemm.engines.cuda import gpu as cuda_gpu
 
 
 def launch_every_family() -> None:
@@ -33,7 +33,7 @@ def launch_every_family() -> None:
 def main() -> None:
     """Each shape as the engine picks its family, then with the square family forced (one SM reported)."""
     launch_every_family()
-    cuda_engine._sm_count = lambda device_id: 1
+    cuda_gpu.sm_count = lambda device_id: 1
     launch_every_family()
 
 

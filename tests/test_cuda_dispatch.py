@@ -68,4 +68,4 @@ def test_k_splits_only_when_the_output_cannot_fill_the_gpu(tiles, k, expected):
 def test_prepared_products_only_for_one_launch_signatures(a_shape, b_shape, argmax, expected):
     """Which signatures the engine prepares (everything else goes through cupy arrays); shapes only, no GPU."""
     shape = product_shape(a_shape, b_shape)
-    assert cuda_engine._one_launch_each(shape, argmax) is expected
+    assert cuda_engine.one_launch_each(shape, argmax) is expected

@@ -18,7 +18,7 @@ import pytest
 
 import tropical_gemm as tg
 from reference import assert_same_bits
-from tropical_gemm.engines import cuda as cuda_engine
+from tropical_gemm.engines.cuda import gpu as cuda_gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -41,7 +41,7 @@ def family(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     sends every shape that is not skinny to the square family instead.
     """
     if request.param == "square":
-        monkeypatch.setattr(cuda_engine, "_sm_count", lambda device_id: 1)
+        monkeypatch.setattr(cuda_gpu, "sm_count", lambda device_id: 1)
     return request.param
 
 

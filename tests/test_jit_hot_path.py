@@ -14,6 +14,7 @@ import pytest
 
 from jit_helpers import gpu_free_registry
 from tropical_gemm.engines import cuda
+from tropical_gemm.engines.cuda import binding as cuda_binding
 from tropical_gemm.jit import make_spec
 from tropical_gemm.jit.cache import DiskCache
 from tropical_gemm.jit.tiering import Tiers
@@ -85,7 +86,7 @@ def test_launches_after_the_swap_touch_no_disk_no_check_and_no_lock(cache_root, 
     tiers = _swapped(cache_root, tuned, (resolve,))
     loads = len(tiers.registry._loader.calls)
     touches = Touches(tiers, monkeypatch)
-    for _ in range(LAUNCHES):  # what ForwardPlan.kernels does per launch
+    for _ in range(LAUNCHES):  # what binding.bind_forward does per launch
         assert not tiers.serve_baseline(tuned, 0, (resolve,))
         assert tiers.get_function(tuned, 0).name == tuned.name
         assert tiers.get_function(resolve, 0).name == resolve.name
@@ -95,14 +96,14 @@ def test_launches_after_the_swap_touch_no_disk_no_check_and_no_lock(cache_root, 
 
 
 def test_engine_plan_after_the_swap_touches_nothing(cache_root, monkeypatch):
-    """The engine's own per-launch path (``ForwardPlan.kernels``) on tiers after a swap."""
+    """The engine's own per-launch path (``binding.bind_forward``) on tiers after a swap."""
     plan = cuda.plan_forward((64, 64), (64, 1), (64, 64), (64, 1), (), "float32", "max_plus", True, 132, False)
     tiers = _swapped(cache_root, plan.spec, plan.companions)
-    monkeypatch.setattr(cuda, "tiers", lambda: tiers)
-    monkeypatch.setattr(cuda, "get_function", lambda *a: pytest.fail("the baseline kernel was looked up"))
+    monkeypatch.setattr(cuda_binding, "tiers", lambda: tiers)
+    monkeypatch.setattr(cuda_binding, "get_function", lambda *a: pytest.fail("the baseline kernel was looked up"))
     touches = Touches(tiers, monkeypatch)
     for _ in range(LAUNCHES):
-        kernels = plan.kernels(0)
+        kernels = cuda.bind_forward(plan, 0)
         assert [k.function.name for k in kernels] == [s.name for s in (plan.spec, *plan.companions)]
     assert touches.total() == {"calls": 0, "tiers": 0, "registry": 0}, touches.calls
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from ._version import __version__
 from .api import matmul
+from .cli import checked_number
 
 SEMIRING = "max_plus"
 DTYPE = "float32"
@@ -100,13 +101,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be at least 1, got {text}")
-    return value
+    return int(checked_number(text, int, 1, "a whole number of rows"))
 
 
 def run_bench(args: argparse.Namespace, progress: Any) -> int:

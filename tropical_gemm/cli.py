@@ -130,18 +130,34 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     import_.set_defaults(handler=_run_cache_import)
 
 
+def checked_number(text: str, convert: Callable[[str], float], minimum: float, what: str) -> float:
+    """``convert(text)`` for an option's value, or argparse's error saying what the option takes.
+
+    ``convert`` raises ``ValueError`` for text that is no number; a number
+    below ``minimum`` is refused too.
+    """
+    try:
+        value = convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}, got {text!r}")
+    return value
+
+
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def _bytes(text: str) -> float:
+    """``"1.5G"`` as bytes; ``ValueError`` for text that is no size."""
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
+    return float(cleaned[:len(cleaned) - len(unit)]) * _SIZE_UNITS[unit]
+
+
 def parse_size(text: str) -> int:
     """Bytes from ``"1048576"``, ``"500K"``, ``"20M"``, ``"1.5G"`` (powers of 1024)."""
-    units = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
-    number, unit = (cleaned[:-1], cleaned[-1]) if cleaned[-1:] in units and cleaned[-1:] else (cleaned, "")
-    try:
-        value = float(number)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use bytes or a K/M/G/T suffix)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"size must not be negative: {text!r}")
-    return int(value * units[unit])
+    return int(checked_number(text, _bytes, 0, "a size (bytes, or with a K/M/G/T suffix)"))
 
 
 def _cache() -> Any:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
+from .protocol import Engine
+
 #: DLPack's device type for CUDA memory (kDLCUDA).
 _DLPACK_CUDA = 2
 
@@ -23,8 +25,8 @@ def array_kind(x: object) -> str:
     return "cpu"
 
 
-def select_engine(*arrays: object) -> ModuleType:
-    """The engine module for these arrays; mixing host and device arrays is a ``TypeError``."""
+def select_engine(*arrays: object) -> Engine:
+    """The engine module for these arrays (an ``Engine``); mixing host and device arrays is a ``TypeError``."""
     kinds = {array_kind(x) for x in arrays}
     if len(kinds) > 1:
         described = ", ".join(f"{type(x).__module__}.{type(x).__name__}" for x in arrays)
@@ -32,7 +34,7 @@ def select_engine(*arrays: object) -> ModuleType:
             f"cannot mix host (numpy) and device (cupy/CUDA) arrays in one call; got {described}. "
             "Move all operands to one side first (cupy.asarray or cupy.asnumpy)."
         )
-    return import_module(f"{__name__}.{kinds.pop()}")
+    return import_module(f"{__name__}.{kinds.pop()}")  # type: ignore[return-value]  # a module that is an Engine
 
 
 def cupy_module() -> ModuleType:

@@ -1,0 +1,200 @@
+"""Launch planning: which kernel, on what grid, with which scalar arguments, from shapes and strides alone.
+
+Pure: nothing here imports CuPy, loads a kernel or needs a GPU, so every
+decision (tile family, orientation, layout, batch folding, K slices) can be
+tested on any machine.  A ``Plan`` is one kernel launch with plain ``int``
+arguments; ``binding.bind`` turns it into a launchable kernel on a device.
+Plans are cached per call signature, so a repeated call (a training loop, a
+small product in a Python loop) spends its host time on the launch and not
+on re-deriving them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
+from ...jit.spec import KernelSpec, make_spec
+from ...shapes import ProductShape
+from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_strides, fold_batch
+
+#: Products whose smaller side (M, or N after transposing) is at most this
+#: many rows use the skinny family: a square tile would leave most lanes idle.
+SKINNY_MAX_ROWS = 16
+
+#: K slices are at least this deep when a product is split along K.
+MIN_SPLIT_K = 256
+
+#: The largest grid a launch asks for; the kernels loop over what lies beyond it.
+GRID_LIMIT = 2**31 - 1
+
+_NULL = 0  # the argmax address of a launch without one
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One kernel launch: the kernel, its (one-dimensional) grid and block, and the scalars after the addresses.
+
+    ``scalars`` are the kernel's 64-bit integer arguments; ``int32_scalars``
+    follow them where a kernel declares 32-bit ones (the argmax resolve's
+    slice depth).
+    """
+
+    spec: KernelSpec
+    grid: int
+    block: int
+    scalars: tuple[int, ...]
+    int32_scalars: tuple[int, ...] = ()
+
+
+def elementwise_grid(work: int) -> int:
+    """Blocks for one thread per item of ``work`` (capped: the kernels loop over the rest)."""
+    return max(1, min(-(-work // ELEMENTWISE_THREADS), GRID_LIMIT))
+
+
+@dataclass(frozen=True)
+class ForwardPlan:
+    """A forward product: its kernel, the argmax resolve that follows it, and the baseline it runs on meanwhile.
+
+    ``baseline`` is the same product by the baseline family (one thread per
+    output, argmax in one pass), with the same arguments: it serves while the
+    tuned kernel compiles in the background.  ``swap_operands``: the plan
+    computes C^T = B^T ⊗ A^T.  ``splits`` > 1 means: run as K slices instead.
+    """
+
+    product: Plan
+    resolve: Plan | None
+    baseline: Plan
+    swap_operands: bool
+    splits: int
+
+    @property
+    def spec(self) -> KernelSpec:
+        return self.product.spec
+
+    @property
+    def companions(self) -> tuple[KernelSpec, ...]:
+        """Kernels launched after the product's own: the argmax resolve, if the tile needs one."""
+        return () if self.resolve is None else (self.resolve.spec,)
+
+    def addresses(self, a: Any, b: Any, c: Any, idx: Any) -> tuple:
+        """The kernels' leading arguments, in their order: operands swapped where the plan transposed."""
+        first, second = (b, a) if self.swap_operands else (a, b)
+        return first, second, c, _NULL if idx is None else idx
+
+
+def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: int) -> tuple[str, bool]:
+    """The tile family, and whether to compute C^T = B^T ⊗ A^T so the short side is M.
+
+    * "skinny" when M or N is at most ``SKINNY_MAX_ROWS``: a square tile would
+      leave most lanes idle;
+    * "square", the tuned register tile (128×128 for 4-byte types), when its
+      blocks, K slices included, give every SM at least one;
+    * "small", a 32×32 tile, otherwise: a product too small to fill the GPU
+      with large tiles gets up to 16 times as many blocks, and its kernel
+      compiles in about a third of the time, which a first call waits for.
+    """
+    if min(m, n) <= SKINNY_MAX_ROWS:
+        return "skinny", n < m
+    square = TILE_SHAPES[("square", dtype, op)]
+    tiles = -(-m // square.bm) * -(-n // square.bn) * batches
+    if tiles * k_splits(tiles, k, sms) >= sms:
+        return "square", False
+    return "small", False
+
+
+def k_splits(tiles: int, k: int, sms: int) -> int:
+    """K slices to run side by side when the output alone has too few tiles to fill the GPU.
+
+    ⊕ is exact and associative, so slices combine to the same bits; the
+    argmax keeps the earliest slice that attains the result.
+    """
+    if tiles >= sms or k < 2 * MIN_SPLIT_K:
+        return 1
+    return max(1, min(-(-2 * sms // tiles), k // MIN_SPLIT_K))
+
+
+def layout(row_stride: int, col_stride: int) -> str:
+    """"row" when the operand's last axis is the closer one in memory."""
+    return "row" if abs(col_stride) <= abs(row_stride) else "col"
+
+
+@lru_cache(maxsize=1024)
+def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                 b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str,
+                 argmax: bool, sms: int, may_split: bool) -> ForwardPlan:
+    """The launch for one batched product; strides are in elements, batch has at most 3 folded dims."""
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    op = "forward_argmax" if argmax else "forward"
+    a_sm, a_sk = a_strides[-2:]
+    b_sk, b_sn = b_strides[-2:]
+    c_sm, c_sn = n, 1
+    dims, (sa, sb) = fold_batch(batch, [batch_strides(a_shape, a_strides, batch),
+                                        batch_strides(b_shape, b_strides, batch)])
+    batches = math.prod(dims)
+    tile, transpose = choose_tile(m, n, k, batches, dtype, op, sms)
+    if transpose:  # C^T (N×M) = B^T (N×K) ⊗ A^T (K×M): every ⊗ commutes
+        m, n = n, m
+        a_sm, a_sk, b_sk, b_sn = b_sn, b_sk, a_sk, a_sm
+        c_sm, c_sn = c_sn, c_sm
+        sa, sb = sb, sa
+    spec = make_spec(op, semiring, dtype, a_layout=layout(a_sm, a_sk), b_layout=layout(b_sk, b_sn), tile=tile)
+    shape = tile_shape(spec)
+    tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
+    scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())
+    per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
+    resolve = None
+    if argmax and tile != "skinny":
+        # the square argmax left slice numbers in idx: the resolve reads the same arguments, and the slice depth
+        resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, scalars,
+                       (shape.bk,))
+    baseline = make_spec(op, semiring, dtype, tile="baseline")
+    return ForwardPlan(
+        product=Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars), resolve=resolve,
+        baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
+        swap_operands=transpose, splits=k_splits(tiles, k, sms) if may_split else 1,
+    )
+
+
+@lru_cache(maxsize=1024)
+def plan_backward(op: str, a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                  b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str) -> Plan:
+    """The launch of one backward op; strides are in elements, the gradients are contiguous.
+
+    Its leading arguments are (grad_c, a, b, argmax), then the gradients it writes.
+    """
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    shapes_strides = ((a_shape, a_strides), (b_shape, b_strides), (a_shape, contiguous_strides(a_shape)),
+                      (b_shape, contiguous_strides(b_shape)))
+    dims, folded = fold_batch(batch, [batch_strides(shape, strides, batch) for shape, strides in shapes_strides])
+    problem = Problem(m, n, k, dims, tuple(folded))
+    scalars = (m, n, k, *a_strides[-2:], *b_strides[-2:], problem.batches, *problem.batch_args())
+    if op == "backward":  # one thread per output element
+        work = problem.batches * m * n
+    else:  # one thread per row of grad_a, or column of grad_b, of each operand batch
+        to_a = op == "backward_ordered_a"
+        operand_batches = math.prod((a_shape if to_a else b_shape)[:-2])
+        work = operand_batches * (m if to_a else n)
+        scalars += (operand_batches,)
+    return Plan(make_spec(op, semiring, dtype), elementwise_grid(work), ELEMENTWISE_THREADS, scalars)
+
+
+def nothing_to_reduce(out_shape: tuple[int, ...], k: int) -> bool:
+    """No output element, or no k to reduce over: no kernel has anything to read (callers fill what K = 0 asks)."""
+    return 0 in out_shape or k == 0
+
+
+def one_launch_each(shape: ProductShape, argmax: bool) -> bool:
+    """Whether each of a product's kernels takes it in one launch on addresses alone.
+
+    Not when there is nothing to reduce (no outputs, or K = 0: callers fill
+    those), when the batch has more dims than a kernel indexes, or when an
+    argmax needs 64-bit indices (K >= 2**31).
+    """
+    return not (nothing_to_reduce(shape.out_shape, shape.k) or len(shape.batch) > KERNEL_BATCH_DIMS
+                or (argmax and shape.k >= 2**31))

@@ -1,0 +1,107 @@
+"""Prepared products: the bound launches of one call signature, kept so that a repeated call passes only addresses.
+
+For callers whose memory lives in another library's tensors and who call the
+same signature again and again (the torch bridge in a training loop):
+wrapping each buffer in a cupy array, or deriving the plan and looking the
+kernels up, costs more host time than launching a small product.  A prepared
+product is built from the same ``Plan`` as the array path, by the same
+``bind``; cached per signature, as the signatures a training loop repeats
+are few.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ...shapes import product_shape
+from . import gpu
+from ...jit import driver
+from .binding import Launchable, bind, bind_forward
+from .plan import ForwardPlan, one_launch_each, plan_backward, plan_forward
+
+
+class PreparedProduct(NamedTuple):
+    """The forward launches of one product signature, bound to its device: a call passes only addresses."""
+
+    plan: ForwardPlan
+    kernels: tuple[Launchable, ...]
+    device: int
+
+    def launch(self, a: int, b: int, c: int, idx: int | None, stream: int) -> None:
+        """Queue ``c = a ⊗ b`` (and the argmax into ``idx``, if the signature has one) on ``stream``.
+
+        Addresses of memory on ``device``; ``c`` and ``idx`` new and C-contiguous;
+        ``stream`` a raw handle.  Each launch makes its kernel's context current
+        where another is.
+        """
+        addresses = self.plan.addresses(a, b, c, idx)
+        for kernel in self.kernels:
+            kernel.launch(addresses, stream)
+
+
+@lru_cache(maxsize=1024)
+def prepare_product(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                    b_strides: tuple[int, ...], dtype: str, semiring: str, argmax: bool,
+                    device: int) -> PreparedProduct | None:
+    """The prepared forward of a product signature (strides in elements), or None where it is not one launch.
+
+    Everything that is not one launch (empty outputs, K = 0, K slices,
+    batches that need splitting, argmax with K >= 2**31) gives None: call
+    ``forward`` on cupy arrays.  The caller checks the operands
+    (``product_shape`` and dtypes).
+    """
+    shape = product_shape(a_shape, b_shape)
+    if not one_launch_each(shape, argmax):
+        return None
+    plan = plan_forward(a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring, argmax,
+                        gpu.sm_count(device), True)
+    if plan.splits > 1:
+        return None
+    return PreparedProduct(plan, bind_forward(plan, device), device)
+
+
+class PreparedBackward(NamedTuple):
+    """The default (atomic) backward of one product signature, bound to its device: a call passes only addresses.
+
+    The torch bridge prepares it in the forward, because the backward runs on
+    autograd's CUDA worker thread, where each Python step costs more than on
+    the calling thread: there it is two memsets and one launch.
+    """
+
+    kernel: Launchable
+    grad_bytes: tuple[int, int]
+    device: int
+
+    def launch(self, grad_c: int, a: int, b: int, argmax: int, grad_a: int, grad_b: int, stream: int) -> None:
+        """Zero ``grad_a`` and ``grad_b`` and scatter ``grad_c`` into them, on ``stream``.
+
+        Addresses of memory on ``device``: the product's operands and its int32
+        argmax, ``grad_c`` C-contiguous and shaped like the product, the
+        gradients new and C-contiguous; ``stream`` a raw handle.
+        """
+        with driver.on_context(driver.primary_context(self.device)):
+            driver.memset_async(grad_a, self.grad_bytes[0], stream)
+            driver.memset_async(grad_b, self.grad_bytes[1], stream)
+            self.kernel.launch((grad_c, a, b, argmax, grad_a, grad_b), stream)
+
+
+@lru_cache(maxsize=1024)
+def prepare_backward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                     b_strides: tuple[int, ...], dtype: str, semiring: str, device: int) -> PreparedBackward | None:
+    """The prepared default-mode backward of a product signature, or None where it needs cupy arrays.
+
+    None where there is nothing to scatter (no outputs, K = 0: the gradients
+    are zeros), where the batch needs splitting, and for K >= 2**31 (an
+    int64 argmax).  Cached like ``prepare_product``; float dtypes only.
+    """
+    shape = product_shape(a_shape, b_shape)
+    if not one_launch_each(shape, argmax=True):
+        return None
+    plan = plan_backward("backward", a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring)
+    itemsize = np.dtype(dtype).itemsize
+    return PreparedBackward(bind(plan, device), (itemsize * math.prod(a_shape), itemsize * math.prod(b_shape)),
+                            device)
