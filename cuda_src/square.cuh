@@ -63,8 +63,8 @@ struct SquareKernel {
   // The exact path (exact integer ⊗) runs only on slices holding extreme
   // integers, so it is written for the compiler, not for speed: the
   // accumulators are copied to a local-memory array and every loop but the
-  // innermost stays rolled.  Unrolled, its saturating ⊗ doubled the code
-  // NVVM and ptxas optimise for every integer kernel.  Each output still
+  // innermost stays rolled.  Unrolled, its saturating ⊗ was a large share
+  // of the code NVVM and ptxas optimise in every integer kernel.  Each output still
   // sees the same ⊕ of the same ⊗ in the same k order as on the fast path.
   __device__ static void consume_exact(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
     T held[TM][TN];
