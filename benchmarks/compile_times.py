@@ -8,7 +8,11 @@ resource report (``--ptxas-options=-v``: a report only, the code is the
 same) gives each kernel's registers and spill bytes.  Tuned kernels (every
 forward family but ``baseline``) must compile in ``BUDGET_S`` or less.
 
-    python benchmarks/compile_times.py [--only REGEX] [--out benchmarks/results]
+    python benchmarks/compile_times.py [--only REGEX] [--repeat N] [--out benchmarks/results]
+
+``--only '_square$'`` takes the square kernels alone (the slowest family).
+``--repeat N`` compiles each kernel N times and records the median (and
+every sample): single compiles of one kernel vary by a third on a busy host.
 
 Writes ``compile-times-<device>-<date>.json`` (and a histogram PNG where
 matplotlib is installed) and prints the slowest kernels per family.
@@ -59,17 +63,21 @@ def tuned(spec) -> bool:
     return spec.tile != "baseline" or not spec.op.startswith("forward")
 
 
-def compile_one(spec) -> dict[str, object]:
+def compile_one(spec, repeat: int = 1) -> dict[str, object]:
     from tropical_gemm.jit import Target, kernel_source
     from tropical_gemm.jit.compiler import compile_program
     from tropical_gemm.jit.source import kernel_options
 
     options = (*kernel_options(spec), "--ptxas-options=-v")
-    kernel = compile_program(kernel_source(spec), spec.name, Target("cubin", 90), options)
+    source = kernel_source(spec)
+    samples = []
+    for _ in range(repeat):
+        kernel = compile_program(source, spec.name, Target("cubin", 90), options)
+        samples.append(kernel.compile_seconds)
     registers = _REGISTERS.search(kernel.log)
     spills = _SPILLS.search(kernel.log)
     return {"name": spec.name, **spec.as_dict(), "family": family(spec), "tuned": tuned(spec),
-            "seconds": kernel.compile_seconds, "cubin_bytes": len(kernel.binary),
+            "seconds": sorted(samples)[len(samples) // 2], "samples": samples, "cubin_bytes": len(kernel.binary),
             "registers": int(registers.group(1)) if registers else None,
             "spill_bytes": int(spills.group(1)) if spills else None}
 
@@ -82,7 +90,7 @@ def _load_nvrtc() -> None:
     compile_program('extern "C" __global__ void tg_nvrtc_start() {}', "tg_nvrtc_start", Target("cubin", 90))
 
 
-def run(only: str) -> dict[str, object]:
+def run(only: str, repeat: int = 1) -> dict[str, object]:
     from tropical_gemm.jit import catalogue
     from tropical_gemm.jit.compiler import nvrtc_version
 
@@ -90,13 +98,14 @@ def run(only: str) -> dict[str, object]:
     _load_nvrtc()
     rows = []
     for i, spec in enumerate(specs):
-        rows.append(compile_one(spec))
+        rows.append(compile_one(spec, repeat))
         print(f"[{i + 1}/{len(specs)}] {spec.name} {rows[-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
     over = [r["name"] for r in rows if r["tuned"] and r["seconds"] > BUDGET_S]
     return {"environment": {"device": host(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                             "nvrtc": ".".join(map(str, nvrtc_version())), "cpus": os.cpu_count(),
                             "python": platform.python_version(), "commit": os.environ.get("TG_COMMIT", "")},
-            "command": "python benchmarks/compile_times.py" + (f" --only {only}" if only else ""),
+            "command": "python benchmarks/compile_times.py" + (f" --only '{only}'" if only else "")
+            + (f" --repeat {repeat}" if repeat > 1 else ""),
             "budget_s": BUDGET_S, "kernels": rows, "over_budget": over,
             "total_s": sum(r["seconds"] for r in rows)}
 
@@ -133,10 +142,11 @@ def plot(report: dict[str, object], path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="compile only kernels whose name matches this regular expression")
+    parser.add_argument("--repeat", type=int, default=1, help="compiles per kernel; the median is recorded")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     _isolate_caches()
-    report = run(args.only)
+    report = run(args.only, max(1, args.repeat))
     path = save_report(report, args.out, "compile-times", table(report))
     if plot(report, path.with_suffix(".png")):
         print(f"wrote {path.with_suffix('.png')}")

@@ -12,7 +12,7 @@ namespace tg {
 // BK step; the next tile's global loads are issued before the current tile is
 // consumed.
 
-template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN>
+template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL>
 struct SquareKernel {
   static constexpr int V = 16 / sizeof(T);
   static constexpr int THREADS = (BM / TM) * (BN / TN);
@@ -38,8 +38,7 @@ struct SquareKernel {
   __device__ static int row_of(int i, int ty) { return (i / V) * (BM / CM) + ty * V + (i % V); }
   __device__ static int col_of(int j, int tx) { return (j / V) * (BN / CN) + tx * V + (j % V); }
 
-  // One k step on every owned output.  WIDE picks the exact integer ⊗.
-  template <bool WIDE>
+  // One k step on every owned output (the fast ⊗).
   __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, T (&acc)[TM][TN]) {
     T a[TM], b[TN];
 #pragma unroll
@@ -57,26 +56,50 @@ struct SquareKernel {
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        if constexpr (WIDE) acc[i][j] = SR::template add<T>(acc[i][j], SR::template mul_exact<T>(a[i], b[j]));
-        else acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
-      }
+      for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
     }
   }
 
-  // The exact (WIDE) path runs only on tiles holding extreme integers: its
-  // k loop stays rolled, since unrolling its long saturating ⊗ sixteen times
-  // multiplied the compile time (ptxas) for no speed that matters.
+  // The exact path (exact integer ⊗) runs only on slices holding extreme
+  // integers, so it is written for the compiler, not for speed: the
+  // accumulators are copied to a local-memory array and every loop but the
+  // innermost stays rolled.  Unrolled, its saturating ⊗ was a large share
+  // of the code NVVM and ptxas optimise in every integer kernel.  Each output still
+  // sees the same ⊕ of the same ⊗ in the same k order as on the fast path.
+  __device__ static void consume_exact(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
+    T held[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) held[i][j] = acc[i][j];
+#pragma unroll 1
+    for (int kk = 0; kk < steps; ++kk) {
+#pragma unroll 1
+      for (int i = 0; i < TM; ++i) {
+        const T a = s.a[buf][kk][row_of(i, ty)];
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          held[i][j] = SR::template add<T>(held[i][j], SR::template mul_exact<T>(a, s.b[buf][kk][col_of(j, tx)]));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = held[i][j];
+  }
+
+  // A staged slice: UNROLL k steps of straight-line code at a time (the
+  // tile table's choice: see TileShape.unroll in jit/source.py).  WIDE takes
+  // the exact path.
   template <bool WIDE>
   __device__ static void consume_values(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
     if constexpr (WIDE) {
-#pragma unroll 1
-      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+      consume_exact(s, buf, steps, ty, tx, acc);
     } else if (steps == BK) {
-#pragma unroll TG_UNROLL
-      for (int kk = 0; kk < BK; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+#pragma unroll UNROLL
+      for (int kk = 0; kk < BK; ++kk) step(s, buf, kk, ty, tx, acc);
     } else {
-      for (int kk = 0; kk < steps; ++kk) step<WIDE>(s, buf, kk, ty, tx, acc);
+      for (int kk = 0; kk < steps; ++kk) step(s, buf, kk, ty, tx, acc);
     }
   }
 

@@ -39,8 +39,12 @@ class TileShape:
 
     ``threads`` is derived: one thread per TM×TN sub-tile of the block tile.
     ``min_blocks`` asks the compiler to fit that many blocks per SM (it caps
-    registers accordingly).  For the skinny family, BN is the columns per
-    block, TM the rows each thread keeps, BK the K chunk staged in shared memory.
+    registers accordingly).  ``unroll``: how many k steps of a staged slice
+    the square and small kernels unroll; 0 takes the preamble's
+    ``TG_UNROLL``.  Fewer unrolled steps mean less code for NVVM and ptxas
+    to optimise, so a shorter compile (issue 15's budget of a tuned kernel).
+    For the skinny family, BN is the columns per block, TM the rows each
+    thread keeps, BK the K chunk staged in shared memory.
     """
 
     bm: int
@@ -49,6 +53,7 @@ class TileShape:
     tm: int
     tn: int
     min_blocks: int = 1
+    unroll: int = 0
 
     @property
     def threads(self) -> int:
@@ -56,12 +61,19 @@ class TileShape:
 
 
 _SQUARE_F32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
-_SQUARE_I32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
+# int32 unrolls 2 k steps, not 4: its kernels also keep the tame-tile test
+# and the exact path, and 4 steps put their compile over the budget.
+_SQUARE_I32 = TileShape(128, 128, 16, 8, 8, min_blocks=2, unroll=2)
 _SQUARE_F64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)
 _SQUARE_I64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)  # BK=16 beat 8: tune-tiles-8-byte-H100-2026-11-24.json
 # The argmax variant also keeps, per output, the slice number and the value
-# before the slice, so it takes the register file of an SM for one block.
-_ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
+# before the slice.  With the plain product's 8×8 thread tile ("wide") that
+# takes the register file of an SM for one block, and its compile went over
+# the budget; the 8×4 thread tile ("lean") compiles in about half the time.
+# Switch: point _ARGMAX_4_BYTE at the other one to compare them on a GPU.
+_ARGMAX_4_BYTE_WIDE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
+_ARGMAX_4_BYTE_LEAN = TileShape(128, 64, 8, 8, 4, min_blocks=2)
+_ARGMAX_4_BYTE = _ARGMAX_4_BYTE_LEAN
 _ARGMAX_8_BYTE = TileShape(64, 64, 16, 4, 4, min_blocks=2)
 # Products too small to fill the GPU with the tiles above: 16 times the
 # blocks, and BK=8 keeps the unrolled body, so the compile, short.
@@ -150,7 +162,7 @@ def fragment(spec: KernelSpec) -> str:
             a_row="true" if spec.a_layout == "row" else "false",
             b_row="true" if spec.b_layout == "row" else "false",
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
-            min_blocks=shape.min_blocks,
+            min_blocks=shape.min_blocks, unroll=shape.unroll or "TG_UNROLL",
         )
         template = read_cuda_file(_FORWARD_TEMPLATES[spec.tile])
     else:
