@@ -470,3 +470,46 @@ def test_the_planned_product_equals_matmul_bitwise(dtype, argmax):
     for g, w in zip(got if argmax else (got,), want if argmax else (want,)):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+# ------------------------------------------------------------------ backtracking paths
+
+
+@pytest.mark.parametrize("subscripts, shapes", [("ij,jk->ik", [(5, 6), (6, 7)]), ("bij,bjk->kbi", [(2, 3, 4), (2, 4, 5)]),
+                                                ("ij->j", [(6, 3)]), ("i->", [(5,)])])
+def test_direct_configuration_equals_the_walk(subscripts, shapes):
+    """Where one step chose everything the argmax is returned as it is; the general walk must agree."""
+    from tropical_gemm.einsum import _parse, backtrack, einsum_plan
+    from tropical_gemm.einsum.lower import array_ops, execute
+    from tropical_gemm.semirings import get_semiring
+
+    rng = np.random.default_rng(11)
+    ops = [small_ints(rng, s, "float64", "max_plus") for s in shapes]
+    ops[0][0] = -np.inf  # some outputs are the zero: -1 everywhere there
+    plan = einsum_plan(subscripts, *ops)
+    assert backtrack.direct(plan) is not None
+    value, config = tg.einsum(subscripts, *ops, return_configuration=True)
+    parsed, _ = _parse(subscripts, tuple(ops))
+    _, argmaxes = execute(plan, parsed, ops, array_ops("cpu"), get_semiring("max_plus"), True)
+    walked = backtrack.walk(plan, parsed, argmaxes, lambda: value == -np.inf)
+    assert set(config) == set(walked)
+    for name in config:
+        assert config[name].dtype == np.int32 and config[name].flags.c_contiguous
+        np.testing.assert_array_equal(config[name], walked[name])
+
+
+def test_walk_marks_every_label_of_a_zero_output_and_reads_views_and_gathers():
+    """A chain whose middle steps are read through data-dependent labels (gathers) and output labels (views)."""
+    rng = np.random.default_rng(12)
+    ops = [small_ints(rng, (4, 5), "float32", "max_plus"), small_ints(rng, (5, 6), "float32", "max_plus"),
+           small_ints(rng, (6, 3), "float32", "max_plus"), small_ints(rng, (3, 4), "float32", "max_plus")]
+    ops[0][1] = -np.inf
+    value, config = tg.einsum("ij,jk,kl,lm->im", *ops, optimize=[(0, 1), (0, 1), (0, 1)], return_configuration=True)
+    assert set(config) == {"j", "k", "l"}
+    for name in config:
+        assert config[name].dtype == np.int32
+        assert (config[name][1] == -1).all() and (config[name][0] >= 0).all()
+    for i in (0, 2, 3):
+        for m in range(4):
+            j, k, l = (int(config[c][i, m]) for c in "jkl")
+            assert ops[0][i, j] + ops[1][j, k] + ops[2][k, l] + ops[3][l, m] == value[i, m]

@@ -18,7 +18,7 @@ from ..dtypes import canonical_dtype
 from ..engines import array_kind
 from ..semirings import Semiring, get_semiring
 from . import backtrack
-from .lower import array_ops, execute
+from .lower import array_ops, execute, permuted
 from .parse import Parsed, parse_interleaved, parse_subscripts, split_interleaved
 from .plan import Plan, make_plan
 
@@ -170,9 +170,18 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
 
 
 def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes: list[Any], sr: Semiring) -> dict:
-    """The backtracked configuration, as arrays of the operands' library (walked on the host)."""
+    """The backtracked configuration, as arrays of the operands' library.
+
+    Where one step chose everything (``backtrack.direct``) it is that step's
+    argmax in output order, made C-contiguous on the operands' device;
+    otherwise the argmaxes are walked on the host.
+    """
+    names = [parsed.names[lab] for lab in range(len(parsed.names)) if lab not in set(parsed.output)]
+    root = backtrack.direct(plan)
+    if root is not None and len(names) == 1 and (kind == "cpu" or (kind == "cuda" and argmaxes[root].dtype == np.int32)):
+        return {names[0]: _direct_index(kind, argmaxes[root], plan)}
     if kind == "cpu":
-        return backtrack.walk(plan, parsed, argmaxes, result == sr.zero(result.dtype))
+        return backtrack.walk(plan, parsed, argmaxes, lambda: result == sr.zero(result.dtype))
     if kind == "cuda":
         import cupy
 
@@ -181,7 +190,21 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
         from .torch_bridge import from_host, to_host
 
         host, upload = to_host, (lambda v: from_host(v, result))
-    values = host(result)
-    config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), values == sr.zero(values.dtype))
+    config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host),
+                            lambda: host(result) == sr.zero(result.dtype))
     return {name: upload(v) for name, v in config.items()}
 
+
+def _direct_index(kind: str, idx: Any, plan: Plan) -> Any:
+    """One step's argmax, permuted into output order, as a C-contiguous array of the configuration's dtype.
+
+    On the GPU the copy is the registry's ``gather_index`` kernel (int32), as
+    every other GPU copy in einsum; the caller sends only int32 argmaxes here,
+    which is the configuration's dtype for them.
+    """
+    view = permuted(idx, plan.final)
+    if kind == "cpu":
+        return np.asarray(view, dtype=backtrack.config_dtype(plan), order="C")
+    from ..engines.cuda_aux import contiguous
+
+    return contiguous(view, index=True)
