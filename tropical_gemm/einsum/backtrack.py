@@ -60,7 +60,8 @@ def _read(idx: np.ndarray, result: tuple[int, ...], known: dict[int, np.ndarray]
         order = sorted(range(len(result)), key=lambda axis: output.index(result[axis]))
         return idx.transpose(order).reshape(tuple(idx.shape[result.index(x)] if x in result else 1 for x in output))
     strides = np.cumprod((1,) + idx.shape[:0:-1])[::-1]
-    flat = sum(known[x].astype(np.int64, copy=False) * int(s) for x, s in zip(result, strides))
+    kind = np.int32 if idx.size < 2**31 else np.int64  # int32 arithmetic is the cheaper where it is exact
+    flat = sum(known[x].astype(kind, copy=False) * kind(s) for x, s in zip(result, strides))
     return np.ascontiguousarray(idx).ravel().take(flat)
 
 
