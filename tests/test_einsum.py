@@ -475,8 +475,8 @@ def test_the_planned_product_equals_matmul_bitwise(dtype, argmax):
 # ------------------------------------------------------------------ backtracking paths
 
 
-@pytest.mark.parametrize("subscripts, shapes", [("ij,jk->ik", [(5, 6), (6, 7)]), ("bij,bjk->kbi", [(2, 3, 4), (2, 4, 5)]),
-                                                ("ij->j", [(6, 3)]), ("i->", [(5,)])])
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ij,jk->ik", [(5, 6), (6, 7)]), ("bij,bjk->kbi", [(2, 3, 4), (2, 4, 5)]), ("ij->j", [(6, 3)]), ("i->", [(5,)])])
 def test_direct_configuration_equals_the_walk(subscripts, shapes):
     """Where one step chose everything the argmax is returned as it is; the general walk must agree."""
     from tropical_gemm.einsum import _parse, backtrack, einsum_plan

@@ -178,7 +178,7 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
     """
     names = [parsed.names[lab] for lab in range(len(parsed.names)) if lab not in set(parsed.output)]
     root = backtrack.direct(plan)
-    if root is not None and len(names) == 1 and (kind == "cpu" or (kind == "cuda" and argmaxes[root].dtype == np.int32)):
+    if root is not None and len(names) == 1 and _direct_kind(kind, argmaxes[root]):
         return {names[0]: _direct_index(kind, argmaxes[root], plan)}
     if kind == "cpu":
         return backtrack.walk(plan, parsed, argmaxes, lambda: result == sr.zero(result.dtype))
@@ -193,6 +193,11 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
     config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host),
                             lambda: host(result) == sr.zero(result.dtype))
     return {name: upload(v) for name, v in config.items()}
+
+
+def _direct_kind(kind: str, idx: Any) -> bool:
+    """numpy argmaxes, and the GPU's int32 ones (what its ``gather_index`` copies), are returned directly."""
+    return kind == "cpu" or (kind == "cuda" and idx.dtype == np.int32)
 
 
 def _direct_index(kind: str, idx: Any, plan: Plan) -> Any:
