@@ -76,6 +76,8 @@ def walk(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zer
     """
     output = parsed.output
     shape = tuple(parsed.sizes[x] for x in output)
+    if not shape:
+        return _walk_scalar(plan, parsed, argmaxes, is_zero)
     known: dict[int, np.ndarray] = {
         lab: np.arange(parsed.sizes[lab]).reshape(tuple(-1 if x == lab else 1 for x in output)) for lab in output}
     maybe_dead: list[np.ndarray] = []
@@ -98,6 +100,30 @@ def walk(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zer
             known[lab] = value
     dead = _dead(maybe_dead, shape, all_dead, None if root_chooses else is_zero)
     return _assemble(parsed, known, shape, dead, config_dtype(plan))
+
+
+def _walk_scalar(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zero: Callable[[], Any]
+                 ) -> dict[Hashable, np.ndarray]:
+    """``walk`` for a scalar output (a network's optimum): one element read per step, in Python integers.
+
+    Networks have many small steps, where whole-array numpy operations on
+    single elements would cost more than the reads themselves.
+    """
+    known: dict[int, int] = {}
+    dead = bool(plan.steps) and not _chosen(plan.steps[-1]) and bool(is_zero())
+    for step, idx in zip(reversed(plan.steps), reversed(argmaxes)):
+        labels = _chosen(step)
+        if not labels:
+            continue
+        flat = -1 if 0 in step.k_sizes else int(idx[tuple(known.get(x, 0) for x in step.result)])
+        dead = dead or flat < 0
+        flat = max(flat, 0)
+        for lab, size in zip(reversed(labels), reversed(step.k_sizes)):
+            flat, known[lab] = divmod(flat, size) if size else (0, 0)
+    dtype = config_dtype(plan)
+    out_labels = set(parsed.output)
+    return {name: np.array(-1 if dead else known.get(lab, 0), dtype=dtype)
+            for lab, name in enumerate(parsed.names) if lab not in out_labels}
 
 
 def _dead(maybe_dead: list[np.ndarray], shape: tuple[int, ...], all_dead: bool,
