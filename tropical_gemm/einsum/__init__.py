@@ -176,7 +176,8 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
     argmax in output order, made C-contiguous on the operands' device;
     otherwise the argmaxes are walked on the host.
     """
-    names = [parsed.names[lab] for lab in range(len(parsed.names)) if lab not in set(parsed.output)]
+    out_labels = set(parsed.output)
+    names = [name for lab, name in enumerate(parsed.names) if lab not in out_labels]
     root = backtrack.direct(plan)
     if root is not None and len(names) == 1 and _direct_kind(kind, argmaxes[root]):
         return {names[0]: _direct_index(kind, argmaxes[root], plan)}

@@ -18,6 +18,7 @@ no walk and, on the GPU, no copy to the host.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -34,7 +35,7 @@ def _chosen(step: Any) -> tuple[int, ...]:
 
 def config_dtype(plan: Plan) -> np.dtype:
     """int32 values, unless some step contracts over 2**31 or more flat positions (the argmax's own rule)."""
-    return argmax_dtype(max((int(np.prod(s.k_sizes)) for s in plan.steps if _chosen(s)), default=0))
+    return argmax_dtype(max((math.prod(s.k_sizes) for s in plan.steps if _chosen(s)), default=0))
 
 
 def direct(plan: Plan) -> "int | None":
