@@ -137,9 +137,9 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
 
     With ``return_configuration=True`` it returns ``(result, configuration)``:
     ``configuration[index]`` is an int32 array (int64 for an index of 2**31
-    values or more) shaped like the result holding, for each output element, the value of that contracted index in
-    the winning term (the Viterbi path, the MAP assignment, the independent
-    set).  Ties go to the smallest index at every step, so the answer is
+    values or more) shaped like the result holding, for each output element,
+    the value of that contracted index in the winning term (the Viterbi path,
+    the MAP assignment, the independent set).  Ties go to the smallest index at every step, so the answer is
     deterministic and the same on CPU and GPU; where an output element is
     the semiring's zero nothing wins and every index reads -1.
 
