@@ -513,3 +513,16 @@ def test_walk_marks_every_label_of_a_zero_output_and_reads_views_and_gathers():
         for m in range(4):
             j, k, l = (int(config[c][i, m]) for c in "jkl")
             assert ops[0][i, j] + ops[1][j, k] + ops[2][k, l] + ops[3][l, m] == value[i, m]
+
+
+def test_scalar_configuration_is_read_from_the_argmaxes_where_they_lie():
+    """A network's optimum walks each step's argmax in place (torch tensors here, cupy arrays on the GPU)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(13)
+    a, b, c, d = (small_ints(rng, s, "float32", "max_plus") for s in [(3, 4), (4, 5), (5,), (3,)])
+    for subscripts, ops in [("ij,jk,k,i->", [a, b, c, d]), ("ij,jk,k->", [a, b, c]), ("i->", [c]), ("ij->", [a])]:
+        want, want_config = tg.einsum(subscripts, *ops, return_configuration=True)
+        got, config = tg.einsum(subscripts, *map(torch.tensor, ops), return_configuration=True)
+        assert float(got) == float(want) and set(config) == set(want_config)
+        for name in want_config:
+            assert config[name].dtype == torch.int32 and int(config[name]) == int(want_config[name])

@@ -191,8 +191,13 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
         from .torch_bridge import from_host, to_host
 
         host, upload = to_host, (lambda v: from_host(v, result))
-    config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host),
-                            lambda: host(result) == sr.zero(result.dtype))
+    def is_zero() -> Any:
+        return host(result) == sr.zero(result.dtype)
+
+    if parsed.output:
+        config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), is_zero)
+    else:  # a network's optimum: one element of each argmax read where it lies
+        config = backtrack.walk_scalar(plan, parsed, argmaxes, is_zero)
     return {name: upload(v) for name, v in config.items()}
 
 

@@ -78,7 +78,7 @@ def walk(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zer
     output = parsed.output
     shape = tuple(parsed.sizes[x] for x in output)
     if not shape:
-        return _walk_scalar(plan, parsed, argmaxes, is_zero)
+        return walk_scalar(plan, parsed, argmaxes, is_zero)
     known: dict[int, np.ndarray] = {
         lab: np.arange(parsed.sizes[lab]).reshape(tuple(-1 if x == lab else 1 for x in output)) for lab in output}
     maybe_dead: list[np.ndarray] = []
@@ -103,12 +103,14 @@ def walk(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zer
     return _assemble(parsed, known, shape, dead, config_dtype(plan))
 
 
-def _walk_scalar(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zero: Callable[[], Any]
-                 ) -> dict[Hashable, np.ndarray]:
+def walk_scalar(plan: Plan, parsed: Parsed, argmaxes: list[Any], is_zero: Callable[[], Any]
+                ) -> dict[Hashable, np.ndarray]:
     """``walk`` for a scalar output (a network's optimum): one element read per step, in Python integers.
 
     Networks have many small steps, where whole-array numpy operations on
-    single elements would cost more than the reads themselves.
+    single elements would cost more than the reads themselves.  The argmaxes
+    may stay on their device (cupy, torch): an integer index is a view and
+    ``int`` copies one element, so no kernel runs and no whole argmax moves.
     """
     known: dict[int, int] = {}
     dead = bool(plan.steps) and not _chosen(plan.steps[-1]) and bool(is_zero())
