@@ -496,6 +496,11 @@ def test_direct_configuration_equals_the_walk(subscripts, shapes):
     for name in config:
         assert config[name].dtype == np.int32 and config[name].flags.c_contiguous
         np.testing.assert_array_equal(config[name], walked[name])
+    torch = pytest.importorskip("torch")
+    _, from_torch = tg.einsum(subscripts, *map(torch.tensor, ops), return_configuration=True)
+    for name in config:
+        assert from_torch[name].dtype == torch.int32 and from_torch[name].is_contiguous()
+        np.testing.assert_array_equal(from_torch[name].numpy(), walked[name])
 
 
 def test_walk_marks_every_label_of_a_zero_output_and_reads_views_and_gathers():

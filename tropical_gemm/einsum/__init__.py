@@ -202,8 +202,8 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
 
 
 def _direct_kind(kind: str, idx: Any) -> bool:
-    """numpy argmaxes, and the GPU's int32 ones (what its ``gather_index`` copies), are returned directly."""
-    return kind == "cpu" or (kind == "cuda" and idx.dtype == np.int32)
+    """numpy and torch argmaxes, and the GPU's int32 ones (what its ``gather_index`` copies), are returned directly."""
+    return kind != "cuda" or idx.dtype == np.int32
 
 
 def _direct_index(kind: str, idx: Any, plan: Plan) -> Any:
@@ -216,6 +216,11 @@ def _direct_index(kind: str, idx: Any, plan: Plan) -> Any:
     view = permuted(idx, plan.final)
     if kind == "cpu":
         return np.asarray(view, dtype=backtrack.config_dtype(plan), order="C")
+    if kind == "torch":  # a copy: autograd may hold the argmax itself for the backward
+        import torch
+
+        dtype = torch.int32 if backtrack.config_dtype(plan) == np.int32 else torch.int64
+        return view.to(dtype).clone(memory_format=torch.contiguous_format)
     from ..engines.cuda_aux import contiguous
 
     return contiguous(view, index=True)
