@@ -17,7 +17,8 @@ small steps, whose time is mostly the host's.
   with the set (configuration), independence checked;
 * ``chain-100``: a chain of 100 square matrices;
 * ``overhead-16``: host time per pairwise step on 16³ products (a chain of
-  101 matrices), next to one bare ``tropical_gemm.matmul`` call.
+  101 matrices), next to one bare ``tropical_gemm.matmul`` call, and the
+  einsum layer's own share (the engine's product stubbed out).
 
 torch-semiring-einsum contracts a whole einsum at once, so for the networks
 it runs each of our plan's steps (same order, same inputs), which is the
@@ -50,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import tropical_gemm as tg  # noqa: E402
 from results_file import RESULTS, save_report  # noqa: E402
 from tropical_gemm.einsum import einsum_plan  # noqa: E402
+from tropical_gemm.einsum.lower import array_ops  # noqa: E402
 from tropical_gemm.einsum.plan import Pair  # noqa: E402
 
 #: A row's ``size``: its steps are large products (the issue's "large sizes" target applies), or
@@ -256,8 +258,21 @@ def overhead(dev: Device, calls: int) -> dict:
         per_einsum.append(timed(lambda: tg.einsum(*put, optimize=path), dev.sync, 1)[0])
         per_matmul.append(timed(lambda: [tg.matmul(a, b) for _ in range(100)], dev.sync, 1)[0] / 100)
     per_einsum, per_matmul = min(per_einsum), min(per_matmul)
+    layer = min(einsum_layer(dev, put, path) for _ in range(calls))
     return {"case": "overhead-16", "seconds_per_step": per_einsum / 100, "matmul_seconds_per_call": per_matmul,
-            "einsum_overhead_per_step": per_einsum / 100 - per_matmul}
+            "einsum_overhead_per_step": per_einsum / 100 - per_matmul, "einsum_layer_per_step": layer / 100}
+
+
+def einsum_layer(dev: Device, put: list, path: list) -> float:
+    """Seconds of one einsum call with the engine's product stubbed out (a ready buffer): the einsum's own
+    host time (parsing, plan lookup, views, step loop), apart from the engine's per-call path."""
+    ops = array_ops(dev.name)
+    ready = dev.put(np.zeros((1, 16, 16), np.float32))
+    ops.product = lambda a, b, semiring, want_argmax: (ready, None)  # an instance attribute hides the method
+    try:
+        return timed(lambda: tg.einsum(*put, optimize=path), dev.sync, 1)[0]
+    finally:
+        del ops.product
 
 
 def large_cases(dev: Device, tse, repeats: int, gpu: bool) -> list[dict]:
@@ -308,7 +323,8 @@ def table(report: dict) -> list[str]:
         if r["case"] == "overhead-16":
             lines.append(f"{'overhead-16':<20}{SIZE_SMALL:<15}{r['seconds_per_step']:>12.2e}{'':>12}{'':>10}  {'':9}  "
                          f"bare matmul {r['matmul_seconds_per_call'] * 1e6:.1f} us, einsum adds "
-                         f"{r['einsum_overhead_per_step'] * 1e6:.1f} us per step")
+                         f"{r['einsum_overhead_per_step'] * 1e6:.1f} us per step; the einsum layer alone "
+                         f"(engine stubbed) {r['einsum_layer_per_step'] * 1e6:.1f} us per step")
             continue
         tse = f"{r['tse_seconds']:>12.3e}" if "tse_seconds" in r else f"{'-':>12}"
         speed = f"{r['speedup']:>10.1f}" if "speedup" in r else f"{'-':>10}"
