@@ -22,9 +22,9 @@ small steps, whose time is mostly the host's.
 
 torch-semiring-einsum contracts a whole einsum at once, so for the networks
 it runs each of our plan's steps (same order, same inputs), which is the
-best case for it; values must be identical.  A network row's ``seconds``
-include the configuration (torch-semiring-einsum's steps return their argmax
-too); ``seconds_values_only`` do not.  Without it installed the
+best case for it; values must be identical.  Every row has ``seconds``
+(values alone) and ``seconds_with_configuration``, and the speed-ups of
+each against torch-semiring-einsum (whose steps return their argmax too).  Without it installed the
 comparison columns are skipped, with a note.  Writes
 ``einsum-<device>-<date>.json`` and an SVG bar chart next to it.
 
@@ -169,9 +169,9 @@ def left_fold(n: int) -> list[tuple[int, int]]:
 
 def network_case(dev: Device, name: str, args: list, tse, repeats: int, check=None, optimize="greedy",
                  size: str = "overhead-bound") -> dict:
-    """A whole network with its configuration (``seconds``) and without (``seconds_values_only``), against
-    torch-semiring-einsum running our plan's steps (each returns its argmax too, so ``speedup`` compares
-    like with like); ``size`` says whether its steps are large products or many small ones."""
+    """A whole network without its configuration (``seconds``) and with it, against torch-semiring-einsum
+    running our plan's steps (each returns its argmax too); ``size`` says whether its steps are large
+    products or many small ones."""
     put = [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)]
     t0 = time.perf_counter()
     plan = einsum_plan(*args, optimize=optimize)
@@ -180,10 +180,10 @@ def network_case(dev: Device, name: str, args: list, tse, repeats: int, check=No
     tg.einsum(*put, optimize=optimize, return_configuration=True)
     dev.sync()
     first = time.perf_counter() - t0
-    ours, (value, config) = timed(lambda: tg.einsum(*put, optimize=optimize, return_configuration=True),
-                                  dev.sync, repeats)
-    values_only, _ = timed(lambda: tg.einsum(*put, optimize=optimize), dev.sync, repeats)
-    row = {"case": name, "size": size, "seconds": ours, "seconds_values_only": values_only,
+    with_config, (value, config) = timed(lambda: tg.einsum(*put, optimize=optimize, return_configuration=True),
+                                         dev.sync, repeats)
+    ours, _ = timed(lambda: tg.einsum(*put, optimize=optimize), dev.sync, repeats)
+    row = {"case": name, "size": size, "seconds": ours, "seconds_with_configuration": with_config,
            "planning_seconds": planning, "first_call_seconds": first, "steps": len(plan.steps),
            "largest_intermediate": max(int(np.prod(s.out_shape)) for s in plan.steps),
            "value": float(dev.get(value)) if dev.get(value).size == 1 else None}
@@ -198,7 +198,7 @@ def network_case(dev: Device, name: str, args: list, tse, repeats: int, check=No
         except RuntimeError as exc:  # torch's out-of-memory error is one: record it, keep the other rows
             row["tse_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
             return row
-        row.update(tse_seconds=theirs, speedup=theirs / ours, speedup_values_only=theirs / values_only,
+        row.update(tse_seconds=theirs, speedup=theirs / ours, speedup_with_configuration=theirs / with_config,
                    identical=bool(np.array_equal(dev.get(value), want.cpu().numpy())))
     return row
 
@@ -318,22 +318,24 @@ def run(device: str, quick: bool) -> dict:
 
 
 def table(report: dict) -> list[str]:
-    lines = [f"{'case':<20}{'size':<15}{'ours (s)':>12}{'tse (s)':>12}{'speedup':>10}  identical  notes"]
+    """One line per row: times, speed-ups without and with the configuration, and the checks."""
+    lines = [f"{'case':<20}{'size':<15}{'ours (s)':>11}{'+config (s)':>12}{'tse (s)':>11}{'speedup':>9}"
+             f"{'+config':>9}  identical  notes"]
     for r in report["rows"]:
         if r["case"] == "overhead-16":
-            lines.append(f"{'overhead-16':<20}{SIZE_SMALL:<15}{r['seconds_per_step']:>12.2e}{'':>12}{'':>10}  {'':9}  "
+            lines.append(f"{'overhead-16':<20}{SIZE_SMALL:<15}{r['seconds_per_step']:>11.2e}  per step; "
                          f"bare matmul {r['matmul_seconds_per_call'] * 1e6:.1f} us, einsum adds "
                          f"{r['einsum_overhead_per_step'] * 1e6:.1f} us per step; the einsum layer alone "
                          f"(engine stubbed) {r['einsum_layer_per_step'] * 1e6:.1f} us per step")
             continue
-        tse = f"{r['tse_seconds']:>12.3e}" if "tse_seconds" in r else f"{'-':>12}"
-        speed = f"{r['speedup']:>10.1f}" if "speedup" in r else f"{'-':>10}"
+        cells = [f"{r[k]:>{w}.3e}" if k in r else f"{'-':>{w}}"
+                 for k, w in (("seconds", 11), ("seconds_with_configuration", 12), ("tse_seconds", 11))]
+        cells += [f"{r[k]:>9.1f}" if k in r else f"{'-':>9}" for k in ("speedup", "speedup_with_configuration")]
         notes = ", ".join(f"{k}={r[k]:.4g}" if isinstance(r[k], float) else f"{k}={r[k]}"
-                          for k in ("checked", "largest_intermediate", "planning_seconds", "first_call_seconds",
-                                    "seconds_with_configuration", "speedup_with_configuration",
-                                    "seconds_values_only", "speedup_values_only", "same_argmax", "tse_error")
+                          for k in ("checked", "same_argmax", "largest_intermediate", "planning_seconds",
+                                    "first_call_seconds", "tse_error")
                           if k in r)
-        lines.append(f"{r['case']:<20}{r.get('size', '-'):<15}{r['seconds']:>12.3e}{tse}{speed}  "
+        lines.append(f"{r['case']:<20}{r.get('size', '-'):<15}{''.join(cells)}  "
                      f"{str(r.get('identical', '-')):9}  {notes}")
     if report["environment"]["note"]:
         lines.append(report["environment"]["note"])
