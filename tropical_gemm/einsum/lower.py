@@ -146,9 +146,15 @@ def array_ops(kind: str) -> ArrayOps:
     return ArrayOps(cuda, _cupy_strided, reduce_rows_cuda, _cupy_regrouped)
 
 
+@lru_cache(maxsize=4096)
+def _is_identity(perm: tuple[int, ...]) -> bool:
+    """Whether ``perm`` keeps every axis in place; plans repeat their permutations, so it is cached."""
+    return perm == tuple(range(len(perm)))
+
+
 def permuted(x: Any, perm: tuple[int, ...]) -> Any:
     """``x`` with its axes in ``perm`` order (a view); torch spells it ``permute``."""
-    if perm == tuple(range(len(perm))):
+    if _is_identity(perm):
         return x
     return x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
 
