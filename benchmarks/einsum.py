@@ -100,11 +100,10 @@ def tse_module():
     return torch_semiring_einsum
 
 
-def tse_steps(tse, args: list, plan, device: str):
-    """Run our plan's steps with torch-semiring-einsum's max-plus einsum (same order, same inputs); the result."""
-    import torch
-
-    live = [torch.as_tensor(np.asarray(x), device=device) for x in args[0::2][: len(plan.operands)]]
+def tse_steps(tse, tensors: list, plan):
+    """Run our plan's steps with torch-semiring-einsum's max-plus einsum (same order, same inputs, already
+    on its device, as ours are: no transfer is timed); the result."""
+    live = list(tensors)
     for step in plan.steps:
         if isinstance(step, Pair):
             inputs = [live[step.left], live[step.right]]
@@ -194,7 +193,8 @@ def network_case(dev: Device, name: str, args: list, tse, repeats: int, check=No
 
         sync = torch.cuda.synchronize if dev.name == "cuda" else (lambda: None)
         try:
-            theirs, want = timed(lambda: tse_steps(tse, args, plan, dev.name), sync, max(1, repeats // 2))
+            tensors = [torch.as_tensor(np.asarray(x), device=dev.name) for x in args[0::2][: len(plan.operands)]]
+            theirs, want = timed(lambda: tse_steps(tse, tensors, plan), sync, max(1, repeats // 2))
         except RuntimeError as exc:  # torch's out-of-memory error is one: record it, keep the other rows
             row["tse_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
             return row
