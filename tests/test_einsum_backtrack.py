@@ -91,3 +91,15 @@ def test_gpu_configurations_by_every_path_equal_the_cpu(subscripts, shapes):
     for name in want_config:
         assert isinstance(config[name], cupy.ndarray) and config[name].dtype == np.int32
         np.testing.assert_array_equal(cupy.asnumpy(config[name]), want_config[name])
+
+
+def test_walk_survives_several_unwon_labels_indexing_one_step():
+    """Labels that no step won (-1), chosen by separate later steps, index one earlier step's argmax together:
+    they are dead (-1), not an out-of-range read."""
+    p, q, v = np.zeros((1, 2)), np.zeros((2, 3)), np.zeros((3, 2))
+    u = np.full((1,), -np.inf)  # nothing wins anywhere
+    # X(j,k) = P(j,m) Q(m,k), then Y(k) = u(j) X(j,k), then Z(i) = Y(k) v(k,i): X is read at (j, k) = (-1, -1)
+    value, config = tg.einsum("jm,mk,j,ki->i", p, q, u, v, optimize=[(0, 1), (0, 2), (0, 1)],
+                              return_configuration=True)
+    assert (value == -np.inf).all() and set(config) == {"j", "m", "k"}
+    assert all((c == -1).all() for c in config.values())

@@ -63,7 +63,8 @@ def _read(idx: np.ndarray, result: tuple[int, ...], known: dict[int, np.ndarray]
     strides = np.cumprod((1,) + idx.shape[:0:-1])[::-1]
     kind = np.int32 if idx.size < 2**31 else np.int64  # int32 arithmetic is the cheaper where it is exact
     flat = sum(known[x].astype(kind, copy=False) * kind(s) for x, s in zip(result, strides))
-    return np.ascontiguousarray(idx).ravel().take(flat)
+    # where an earlier read found no winner (-1, marked dead in the end) flat may fall outside: wrap, never raise
+    return np.ascontiguousarray(idx).ravel().take(flat, mode="wrap")
 
 
 def walk(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zero: Callable[[], np.ndarray]
