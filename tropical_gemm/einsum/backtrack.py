@@ -62,7 +62,10 @@ def _read(idx: np.ndarray, result: tuple[int, ...], known: dict[int, np.ndarray]
         return idx.transpose(order).reshape(tuple(idx.shape[result.index(x)] if x in result else 1 for x in output))
     strides = np.cumprod((1,) + idx.shape[:0:-1])[::-1]
     kind = np.int32 if idx.size < 2**31 else np.int64  # int32 arithmetic is the cheaper where it is exact
-    flat = sum(known[x].astype(kind, copy=False) * kind(s) for x, s in zip(result, strides))
+    # one buffer of the positions' broadcast shape, each label's term added in place
+    flat = np.zeros(np.broadcast_shapes(*(known[x].shape for x in result)), dtype=kind)
+    for x, s in zip(result, strides):
+        np.add(flat, known[x] * kind(s), out=flat, casting="unsafe")
     # where an earlier read found no winner (-1, marked dead in the end) flat may fall outside: wrap, never raise
     return np.ascontiguousarray(idx).ravel().take(flat, mode="wrap")
 
