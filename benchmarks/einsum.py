@@ -28,7 +28,7 @@ each against torch-semiring-einsum (whose steps return their argmax too).  Witho
 comparison columns are skipped, with a note.  Writes
 ``einsum-<device>-<date>.json`` and an SVG bar chart next to it.
 
-    python benchmarks/einsum.py [--device cuda|cpu] [--out DIR] [--quick]
+    python benchmarks/einsum.py [--device cuda|cpu] [--out DIR] [--quick] [--profile-steps]
 """
 
 from __future__ import annotations
@@ -263,6 +263,27 @@ def overhead(dev: Device, calls: int) -> dict:
             "einsum_overhead_per_step": per_einsum / 100 - per_matmul, "einsum_layer_per_step": layer / 100}
 
 
+def profile_steps(dev: Device, calls: int = 200) -> None:
+    """cProfile of the overhead case (101 matrices of 16², a left fold): where each step's host time goes,
+    the einsum layer's functions beside the engine's."""
+    import cProfile
+    import pstats
+
+    args = chain_args(101, 16)
+    put = [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)]
+    path = left_fold(101)
+    tg.einsum(*put, optimize=path)
+    dev.sync()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        tg.einsum(*put, optimize=path)
+    dev.sync()
+    profiler.disable()
+    print(f"{calls} calls of 100 steps each; per-step figures are the listed times / {calls * 100}")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+
+
 def einsum_layer(dev: Device, put: list, path: list) -> float:
     """Seconds of one einsum call with the engine's product stubbed out (a ready buffer): the einsum's own
     host time (parsing, plan lookup, views, step loop), apart from the engine's per-call path."""
@@ -376,7 +397,12 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--profile-steps", action="store_true",
+                        help="only profile the overhead case's host path (cProfile, top functions) and exit")
     args = parser.parse_args(argv)
+    if args.profile_steps:
+        profile_steps(Device(args.device))
+        return 0
     report = run(args.device, args.quick)
     path = save_report(report, args.out, "einsum", table(report))
     path.with_suffix(".svg").write_text(svg(report))
