@@ -470,3 +470,4 @@ def test_the_planned_product_equals_matmul_bitwise(dtype, argmax):
     for g, w in zip(got if argmax else (got,), want if argmax else (want,)):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+

@@ -48,6 +48,18 @@ def test_a_small_run_checks_and_reports(bench, tmp_path):
     if "tse_seconds" in row:
         assert row["identical"] is True
     report = {"environment": {"device": "test", "date": "2026-01-01", "note": None}, "rows": [
-        row, bench.case_matmul(dev, 8, None, 1), bench.overhead(dev, 1)]}
+        row, bench.case_single(dev, "matmul-8", "ij,jk->ik", [(8, 8), (8, 8)], None, 1), bench.overhead(dev, 1)]}
     assert any("mis-12" in line for line in bench.table(report))
     assert bench.svg(report).startswith("<svg") and "mis-12" in bench.svg(report)
+
+
+def test_large_cases_run_sized_down_on_the_cpu(bench):
+    """The large rows' code paths (several contracted indices, a chain, a many-state HMM) on the CPU sizes."""
+    rows = bench.large_cases(bench.Device("cpu"), bench.tse_module(), 1, gpu=False)
+    assert [r["size"] for r in rows] == [bench.SIZE_LARGE] * 4
+    assert rows[-1]["checked"] is True
+    for r in rows:
+        if "tse_seconds" in r:
+            assert r["identical"] is True and r.get("same_argmax", True) is True
+    assert all(r["case"] in line for r, line in zip(rows, bench.table({"environment": {"note": None},
+                                                                            "rows": rows})[1:]))

@@ -18,7 +18,7 @@ from ..dtypes import canonical_dtype
 from ..engines import array_kind
 from ..semirings import Semiring, get_semiring
 from . import backtrack
-from .lower import array_ops, execute
+from .lower import array_ops, execute, permuted
 from .parse import Parsed, parse_interleaved, parse_subscripts, split_interleaved
 from .plan import Plan, make_plan
 
@@ -136,10 +136,10 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     object, ``"cotengra"`` (if installed), or an explicit path.
 
     With ``return_configuration=True`` it returns ``(result, configuration)``:
-    ``configuration[index]`` is an integer array shaped like the result
-    holding, for each output element, the value of that contracted index in
-    the winning term (the Viterbi path, the MAP assignment, the independent
-    set).  Ties go to the smallest index at every step, so the answer is
+    ``configuration[index]`` is an int32 array (int64 for an index of 2**31
+    values or more) shaped like the result holding, for each output element,
+    the value of that contracted index in the winning term (the Viterbi path,
+    the MAP assignment, the independent set).  Ties go to the smallest index at every step, so the answer is
     deterministic and the same on CPU and GPU; where an output element is
     the semiring's zero nothing wins and every index reads -1.
 
@@ -170,9 +170,19 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
 
 
 def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes: list[Any], sr: Semiring) -> dict:
-    """The backtracked configuration, as arrays of the operands' library (walked on the host)."""
+    """The backtracked configuration, as arrays of the operands' library.
+
+    Where one step chose everything (``backtrack.direct``) it is that step's
+    argmax in output order, made C-contiguous on the operands' device;
+    otherwise the argmaxes are walked on the host.
+    """
+    out_labels = set(parsed.output)
+    names = [name for lab, name in enumerate(parsed.names) if lab not in out_labels]
+    root = backtrack.direct(plan)
+    if root is not None and len(names) == 1 and _direct_kind(kind, argmaxes[root]):
+        return {names[0]: _direct_index(kind, argmaxes[root], plan)}
     if kind == "cpu":
-        return backtrack.walk(plan, parsed, argmaxes, result == sr.zero(result.dtype))
+        return backtrack.walk(plan, parsed, argmaxes, lambda: result == sr.zero(result.dtype))
     if kind == "cuda":
         import cupy
 
@@ -181,7 +191,36 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
         from .torch_bridge import from_host, to_host
 
         host, upload = to_host, (lambda v: from_host(v, result))
-    values = host(result)
-    config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), values == sr.zero(values.dtype))
+    def is_zero() -> Any:
+        return host(result) == sr.zero(result.dtype)
+
+    if parsed.output:
+        config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), is_zero)
+    else:  # a network's optimum: one element of each argmax read where it lies
+        config = backtrack.walk_scalar(plan, parsed, argmaxes, is_zero)
     return {name: upload(v) for name, v in config.items()}
 
+
+def _direct_kind(kind: str, idx: Any) -> bool:
+    """numpy and torch argmaxes, and the GPU's int32 ones (what its ``gather_index`` copies), are returned directly."""
+    return kind != "cuda" or idx.dtype == np.int32
+
+
+def _direct_index(kind: str, idx: Any, plan: Plan) -> Any:
+    """One step's argmax, permuted into output order, as a C-contiguous array of the configuration's dtype.
+
+    On the GPU the copy is the registry's ``gather_index`` kernel (int32), as
+    every other GPU copy in einsum; the caller sends only int32 argmaxes here,
+    which is the configuration's dtype for them.
+    """
+    view = permuted(idx, plan.final)
+    if kind == "cpu":
+        return np.asarray(view, dtype=backtrack.config_dtype(plan), order="C")
+    if kind == "torch":  # a copy: autograd may hold the argmax itself for the backward
+        import torch
+
+        dtype = torch.int32 if backtrack.config_dtype(plan) == np.int32 else torch.int64
+        return view.to(dtype).clone(memory_format=torch.contiguous_format)
+    from ..engines.cuda_aux import contiguous
+
+    return contiguous(view, index=True)

@@ -146,9 +146,15 @@ def array_ops(kind: str) -> ArrayOps:
     return ArrayOps(cuda, _cupy_strided, reduce_rows_cuda, _cupy_regrouped)
 
 
+@lru_cache(maxsize=4096)
+def _is_identity(perm: tuple[int, ...]) -> bool:
+    """Whether ``perm`` keeps every axis in place; plans repeat their permutations, so it is cached."""
+    return perm == tuple(range(len(perm)))
+
+
 def permuted(x: Any, perm: tuple[int, ...]) -> Any:
     """``x`` with its axes in ``perm`` order (a view); torch spells it ``permute``."""
-    if perm == tuple(range(len(perm))):
+    if _is_identity(perm):
         return x
     return x.permute(*perm) if hasattr(x, "permute") else x.transpose(perm)
 
@@ -184,7 +190,10 @@ def _reshaped(view: Any, shape: tuple[int, ...]) -> Any:
 
 def _cupy_regrouped(view: Any, shape: tuple[int, ...]) -> Any:
     """CuPy's reshape, but a needed copy is the registry's ``gather`` kernel, never CuPy's own
-    copy kernel, which CuPy would compile behind the registry's back."""
+    copy kernel, which CuPy would compile behind the registry's back.  A C-contiguous view (every
+    intermediate, most inputs) reshapes as a view by CuPy's own reshape, without the stride search."""
+    if view.flags.c_contiguous:
+        return view if view.shape == shape else view.reshape(shape)
     steps = nocopy_strides(view.shape, element_strides(view), shape)
     if steps is not None:
         return _cupy_strided(view, shape, steps)
