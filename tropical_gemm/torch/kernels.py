@@ -49,8 +49,11 @@ def run_product(a: Tensor, b: Tensor, values: Tensor, argmax: "Tensor | None", s
                                                         a.get_device())
         if prepared is not None:
             argmax_address = None if argmax is None else argmax.data_ptr()
+            # K slices' partials: torch's memory, freed in stream order after the launches that use it
+            scratch = torch.empty(prepared.scratch_bytes, dtype=torch.uint8, device=a.device) \
+                if prepared.scratch_bytes else None
             prepared.launch(a.data_ptr(), b.data_ptr(), values.data_ptr(), argmax_address,
-                            bridge.raw_stream(prepared.device))
+                            bridge.raw_stream(prepared.device), 0 if scratch is None else scratch.data_ptr())
             return
     with bridge.engine(a.device) as (view, engine):
         engine.forward(view(a), view(b), get_semiring(semiring), view(values), None if argmax is None else view(argmax))

@@ -20,6 +20,7 @@ from . import gpu
 from .batching import element_strides, split_batches
 from .binding import bind, bind_forward
 from .plan import nothing_to_reduce, plan_backward, plan_forward
+from .split import k_slices
 
 
 def forward(a: Any, b: Any, semiring: Semiring, out: Any, argmax_out: Any) -> None:
@@ -63,10 +64,7 @@ def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[
 
     # the ⊕ of the slices compiles beside the slices' kernel, not after it
     tiers().prefetch([cuda_aux.combine_spec(semiring.name, dtype_name(c.dtype))], c.device.id)
-    k = a.shape[-1]
-    chunk = k // splits
-    rest = k - splits * chunk
-    count = splits + (rest > 0)
+    chunk, rest, count = k_slices(a.shape[-1], splits)
     parts = cupy.empty((count, *c.shape), dtype=c.dtype)
     idx_parts = None if idx is None else cupy.empty((count, *c.shape), dtype=np.int32)
     # Give both operands the full batch rank first, so that the slice dim leads both.

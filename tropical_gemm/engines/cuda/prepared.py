@@ -19,9 +19,11 @@ import numpy as np
 
 from ...shapes import product_shape
 from . import gpu
-from ...jit import driver
 from .binding import Launchable, bind, bind_forward
+from ...jit import driver, tiers
+from .batching import KERNEL_BATCH_DIMS
 from .plan import ForwardPlan, one_launch_each, plan_backward, plan_forward
+from .split import SplitKPlan, plan_split_k
 
 
 class PreparedProduct(NamedTuple):
@@ -31,12 +33,15 @@ class PreparedProduct(NamedTuple):
     kernels: tuple[Launchable, ...]
     device: int
 
-    def launch(self, a: int, b: int, c: int, idx: int | None, stream: int) -> None:
+    #: Bytes of scratch memory a launch needs (none: it writes C directly).
+    scratch_bytes = 0
+
+    def launch(self, a: int, b: int, c: int, idx: int | None, stream: int, scratch: int = 0) -> None:
         """Queue ``c = a ⊗ b`` (and the argmax into ``idx``, if the signature has one) on ``stream``.
 
         Addresses of memory on ``device``; ``c`` and ``idx`` new and C-contiguous;
-        ``stream`` a raw handle.  Each launch makes its kernel's context current
-        where another is.
+        ``stream`` a raw handle; ``scratch`` unused (see ``scratch_bytes``).
+        Each launch makes its kernel's context current where another is.
         """
         addresses = self.plan.addresses(a, b, c, idx)
         for kernel in self.kernels:
@@ -46,22 +51,59 @@ class PreparedProduct(NamedTuple):
 @lru_cache(maxsize=1024)
 def prepare_product(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
                     b_strides: tuple[int, ...], dtype: str, semiring: str, argmax: bool,
-                    device: int) -> PreparedProduct | None:
-    """The prepared forward of a product signature (strides in elements), or None where it is not one launch.
+                    device: int) -> "PreparedProduct | PreparedSplitK | None":
+    """The prepared forward of a product signature (strides in elements), or None where addresses cannot serve.
 
-    Everything that is not one launch (empty outputs, K = 0, K slices,
-    batches that need splitting, argmax with K >= 2**31) gives None: call
-    ``forward`` on cupy arrays.  The caller checks the operands
-    (``product_shape`` and dtypes).
+    A product cut into K slices is a ``PreparedSplitK``, whose launch takes
+    ``scratch_bytes`` of scratch memory.  Empty outputs, K = 0, batches that
+    need splitting and argmax with K >= 2**31 give None: call ``forward`` on
+    cupy arrays.  The caller checks the operands (``product_shape`` and dtypes).
     """
     shape = product_shape(a_shape, b_shape)
     if not one_launch_each(shape, argmax):
         return None
     plan = plan_forward(a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring, argmax,
                         gpu.sm_count(device), True)
-    if plan.splits > 1:
+    if plan.splits == 1:
+        return PreparedProduct(plan, bind_forward(plan, device), device)
+    if len(shape.batch) >= KERNEL_BATCH_DIMS:  # the slice dim must fit beside the batch in one launch
         return None
-    return PreparedProduct(plan, bind_forward(plan, device), device)
+    split = plan_split_k(a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring, argmax,
+                         gpu.sm_count(device), plan.splits, np.dtype(dtype).itemsize)
+    tiers().prefetch([split.combine.spec], device)  # compiles beside the slices' kernel, not after it
+    rest = None if split.rest is None else PreparedProduct(split.rest, bind_forward(split.rest, device), device)
+    return PreparedSplitK(split, PreparedProduct(split.slices, bind_forward(split.slices, device), device), rest,
+                          bind(split.combine, device), np.dtype(dtype).itemsize)
+
+
+class PreparedSplitK(NamedTuple):
+    """A K-sliced forward on addresses: the slices into caller-provided scratch memory, then their ⊕ into C."""
+
+    plan: SplitKPlan
+    slices: PreparedProduct
+    rest: PreparedProduct | None
+    combine: Launchable
+    itemsize: int
+
+    @property
+    def scratch_bytes(self) -> int:
+        return self.plan.scratch_bytes
+
+    @property
+    def device(self) -> int:
+        return self.slices.device
+
+    def launch(self, a: int, b: int, c: int, idx: int | None, stream: int, scratch: int = 0) -> None:
+        """As ``PreparedProduct.launch``; ``scratch`` is ``scratch_bytes`` of device memory, stream-ordered."""
+        plan = self.plan
+        parts = scratch
+        index_parts = None if idx is None else scratch + plan.index_offset
+        self.slices.launch(a, b, parts, index_parts, stream)
+        if self.rest is not None:
+            a_off, b_off = (offset * self.itemsize for offset in plan.rest_offsets)
+            self.rest.launch(a + a_off, b + b_off, parts + plan.splits * plan.part_bytes,
+                             None if idx is None else index_parts + plan.splits * plan.index_part_bytes, stream)
+        self.combine.launch((parts, 0 if idx is None else index_parts, c, 0 if idx is None else idx), stream)
 
 
 class PreparedBackward(NamedTuple):

@@ -1,0 +1,88 @@
+"""K slices as plans: the launches of a product cut along K, then the ⊕ of the slices (pure, no CuPy).
+
+A product whose output has too few tiles to fill the GPU runs as ``splits``
+equal slices of K side by side (the slice index an extra, leading batch
+dim), one more launch for any rest, and a combine kernel that ⊕s the
+partial results and keeps the argmax of the earliest slice that attains the
+result.  ⊕ is exact and associative, so the bits are those of one launch.
+The partials live in a scratch buffer of ``scratch_bytes`` that the caller
+provides: the array path takes cupy arrays, the torch bridge one tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ...jit import make_spec
+from ...jit.source import ELEMENTWISE_THREADS
+from .plan import ForwardPlan, Plan, elementwise_grid, plan_forward
+
+#: Partial argmaxes are int32, after the partial values (aligned to this many bytes).
+_ALIGN = 256
+
+
+def k_slices(k: int, splits: int) -> tuple[int, int, int]:
+    """``(chunk, rest, count)``: ``splits`` slices of ``chunk``, a last one of ``rest`` if any, ``count`` in all."""
+    chunk = k // splits
+    rest = k - splits * chunk
+    return chunk, rest, splits + (rest > 0)
+
+
+@dataclass(frozen=True)
+class SplitKPlan:
+    """The launches of one K-sliced product on addresses, and where each reads and writes.
+
+    ``slices`` covers the ``splits`` equal slices (C-contiguous partials of
+    ``part_bytes`` each from the start of the scratch buffer, their int32
+    argmaxes of ``index_part_bytes`` each from ``index_offset``); ``rest``
+    the last, shorter slice, reading its operands ``rest_offsets`` elements
+    further on and writing the partial after the others; ``combine`` ⊕s
+    the partials into C.
+    """
+
+    slices: ForwardPlan
+    rest: ForwardPlan | None
+    rest_offsets: tuple[int, int]
+    combine: Plan
+    splits: int
+    part_bytes: int
+    index_part_bytes: int
+    index_offset: int
+    scratch_bytes: int
+
+
+def _with_slice_dim(shape: tuple[int, ...], strides: tuple[int, ...], rank: int, k_axis: int, chunk: int,
+                    splits: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """An operand as ``splits`` slices of ``chunk`` along its k axis: a leading dim over the full batch rank."""
+    pad = rank - len(shape)
+    shape, strides = (1,) * pad + shape, (0,) * pad + strides
+    sliced = list(shape)
+    sliced[k_axis] = chunk
+    return (splits, *sliced), (chunk * strides[k_axis], *strides)
+
+
+@lru_cache(maxsize=256)
+def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+                 b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str, argmax: bool,
+                 sms: int, splits: int, itemsize: int) -> SplitKPlan:
+    """The K-sliced launches of a product whose ``plan_forward`` asked for ``splits`` slices (strides in elements)."""
+    k, n = a_shape[-1], b_shape[-1]
+    chunk, rest, count = k_slices(k, splits)
+    rank = len(batch) + 2
+    a_sl, a_st = _with_slice_dim(a_shape, a_strides, rank, -1, chunk, splits)
+    b_sl, b_st = _with_slice_dim(b_shape, b_strides, rank, -2, chunk, splits)
+    slices = plan_forward(a_sl, a_st, b_sl, b_st, (splits, *batch), dtype, semiring, argmax, sms, False)
+    rest_plan, offsets = None, (0, 0)
+    if rest:
+        rest_plan = plan_forward((*a_shape[:-1], rest), a_strides, (*b_shape[:-2], rest, n), b_strides, batch,
+                                 dtype, semiring, argmax, sms, False)
+        offsets = (splits * chunk * a_strides[-1], splits * chunk * b_strides[-2])
+    outputs = math.prod(batch) * a_shape[-2] * n
+    part_bytes = outputs * itemsize
+    index_offset = -(-count * part_bytes // _ALIGN) * _ALIGN
+    combine = Plan(make_spec("combine", semiring, dtype), elementwise_grid(outputs), ELEMENTWISE_THREADS,
+                   (count, outputs, chunk))
+    return SplitKPlan(slices, rest_plan, offsets, combine, splits, part_bytes, outputs * 4, index_offset,
+                      index_offset + (count * outputs * 4 if argmax else 0))
