@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_peers import cpu_model  # noqa: E402
 from results_file import RESULTS, save_report  # noqa: E402
 
 #: (dtype, n, argmax, threads) cases.
@@ -80,7 +81,7 @@ def main() -> int:
         table.append(f"{dtype} {n}³ {'argmax' if argmax else 'plain':6} t={threads:<3} "
                      + " ".join(f"{best[label]:10.2f}" for label in trees))
     report = {"environment": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                              "device": "cpu-kernel-ab", "note": args.note},
+                              "device": cpu_model().split("(")[0].strip(), "note": args.note},
               "trees": {label: str(tree) for label, tree in trees.items()}, "rounds": args.rounds,
               "repeats": args.repeats, "results": rows}
     save_report(report, args.out, "cpu-kernel-ab", table)
