@@ -165,7 +165,7 @@ def _fold_group(o, ix, j, k, xs, b0, b1, b2, b3, b4, b5, b6, b7, add, mul, sat, 
     o[j] = v
 
 
-@njit
+@njit(inline="always")
 def _panel_row(panel, k, k0, w):  # noqa: ANN001, ANN202
     """Row ``k`` of B as packed in ``panel`` (its ks start at ``k0``; ``w`` columns)."""
     return panel[(k - k0) * w : (k - k0 + 1) * w]
@@ -207,7 +207,7 @@ def _pass_groups(a, panel, o0, o1, i0, i1, i, ii, k0, k1, w, add, mul, sat, zero
             _fold_group(o1, i1, j, k, zs, b0, b1, b2, b3, b4, b5, b6, b7, add, mul, sat, zero, lo, hi)
 
 
-@njit
+@njit(inline="always")
 def _fill(out, idx, r0, r1, c0, c1, zero, argmax):  # noqa: ANN001, ANN202, PLR0913
     """The tile of C set to the semiring's zero, and its argmax to -1 (no k yet)."""
     for i in range(r0, r1):
@@ -216,7 +216,7 @@ def _fill(out, idx, r0, r1, c0, c1, zero, argmax):  # noqa: ANN001, ANN202, PLR0
             idx[i, c0:c1] = -1
 
 
-@njit
+@njit(inline="always")
 def _positive_zeros(out, r0, r1, c0, c1):  # noqa: ANN001, ANN202
     """A zero result is +0.0, whichever signed zero won."""
     for i in range(r0, r1):
