@@ -138,7 +138,7 @@ def _first_winners(a, panel, w, k0, k1, i, row, row_idx, mul, sat, zero, lo, hi)
             row_idx[j] = first
 
 
-@njit
+@njit(inline="always")
 def _fold4(c, x0, x1, x2, x3, y0, y1, y2, y3, add, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
     """``c`` ⊕ (x0 ⊗ y0) ⊕ … ⊕ (x3 ⊗ y3), left to right, each candidate kept only when strictly better."""
     t = _mul(x0, y0, mul, sat, zero, lo, hi)
@@ -151,18 +151,16 @@ def _fold4(c, x0, x1, x2, x3, y0, y1, y2, y3, add, mul, sat, zero, lo, hi):  # n
     return t if _better(t, c, add) else c
 
 
-@njit
-def _fold_group(o, ix, j, k, xs, b0, b1, b2, b3, b4, b5, b6, b7, add, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
-    """Entry ``j`` of one row of C (``o``) folded with the GROUP candidates ``xs[g] ⊗ b_g[j]``.
+@njit(inline="always")
+def _fold_group(c, last, k, x0, x1, x2, x3, x4, x5, x6, x7, y0, y1, y2, y3, y4, y5, y6, y7,  # noqa: ANN001, ANN202, PLR0913
+                add, mul, sat, zero, lo, hi):
+    """One entry of C folded with a group of GROUP candidates ``x_g ⊗ y_g``, and its group index.
 
-    ``ix[j]`` becomes ``k``, the group's first k, when the group improved the entry.
+    The index becomes ``k``, the group's first k, when the group improved the entry, else stays ``last``.
     """
-    x0, x1, x2, x3, x4, x5, x6, x7 = xs
-    c = o[j]
-    v = _fold4(c, x0, x1, x2, x3, b0[j], b1[j], b2[j], b3[j], add, mul, sat, zero, lo, hi)
-    v = _fold4(v, x4, x5, x6, x7, b4[j], b5[j], b6[j], b7[j], add, mul, sat, zero, lo, hi)
-    ix[j] = k if _better(v, c, add) else ix[j]
-    o[j] = v
+    v = _fold4(c, x0, x1, x2, x3, y0, y1, y2, y3, add, mul, sat, zero, lo, hi)
+    v = _fold4(v, x4, x5, x6, x7, y4, y5, y6, y7, add, mul, sat, zero, lo, hi)
+    return v, (k if _better(v, c, add) else last)
 
 
 @njit(inline="always")
@@ -199,12 +197,16 @@ def _pass_groups(a, panel, o0, o1, i0, i1, i, ii, k0, k1, w, add, mul, sat, zero
         b2, b3 = _panel_row(panel, ks[2], k0, w), _panel_row(panel, ks[3], k0, w)
         b4, b5 = _panel_row(panel, ks[4], k0, w), _panel_row(panel, ks[5], k0, w)
         b6, b7 = _panel_row(panel, ks[6], k0, w), _panel_row(panel, ks[7], k0, w)
-        xs = (a[i, ks[0]], a[i, ks[1]], a[i, ks[2]], a[i, ks[3]], a[i, ks[4]], a[i, ks[5]], a[i, ks[6]], a[i, ks[7]])
-        zs = (a[ii, ks[0]], a[ii, ks[1]], a[ii, ks[2]], a[ii, ks[3]], a[ii, ks[4]], a[ii, ks[5]], a[ii, ks[6]],
-              a[ii, ks[7]])
+        x0, x1, x2, x3 = a[i, ks[0]], a[i, ks[1]], a[i, ks[2]], a[i, ks[3]]
+        x4, x5, x6, x7 = a[i, ks[4]], a[i, ks[5]], a[i, ks[6]], a[i, ks[7]]
+        z0, z1, z2, z3 = a[ii, ks[0]], a[ii, ks[1]], a[ii, ks[2]], a[ii, ks[3]]
+        z4, z5, z6, z7 = a[ii, ks[4]], a[ii, ks[5]], a[ii, ks[6]], a[ii, ks[7]]
         for j in range(w):
-            _fold_group(o0, i0, j, k, xs, b0, b1, b2, b3, b4, b5, b6, b7, add, mul, sat, zero, lo, hi)
-            _fold_group(o1, i1, j, k, zs, b0, b1, b2, b3, b4, b5, b6, b7, add, mul, sat, zero, lo, hi)
+            y0, y1, y2, y3, y4, y5, y6, y7 = b0[j], b1[j], b2[j], b3[j], b4[j], b5[j], b6[j], b7[j]
+            o0[j], i0[j] = _fold_group(o0[j], i0[j], k, x0, x1, x2, x3, x4, x5, x6, x7,
+                                       y0, y1, y2, y3, y4, y5, y6, y7, add, mul, sat, zero, lo, hi)
+            o1[j], i1[j] = _fold_group(o1[j], i1[j], k, z0, z1, z2, z3, z4, z5, z6, z7,
+                                       y0, y1, y2, y3, y4, y5, y6, y7, add, mul, sat, zero, lo, hi)
 
 
 @njit(inline="always")
