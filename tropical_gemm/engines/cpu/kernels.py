@@ -18,6 +18,15 @@ each entry (one compare per group, not per candidate); a scalar pass at the
 end of each panel, while it is still in cache, finds the first k inside the
 group whose candidate equals the result.
 
+The tile is built from small numba functions that take the variant's codes
+as arguments.  Those run per element (``_fold4``, ``_fold_group``) are
+inlined by numba itself (``inline="always"``): left to LLVM, the larger
+saturating ones stay calls, with the codes unknown inside, and the loop
+loses its SIMD.  Their arguments are scalars only; a tuple passed into an
+inlined helper also cost the argmax loop its SIMD.  ``_pass4`` is inlined
+too (as an LLVM call it ran a few per cent slower); ``_pass_groups`` stays
+an ordinary call (inlined by numba, it lost its SIMD).
+
 Semantics (the engine's module docstring states them; tests/numpy_engine.py
 is the plain reference): a candidate replaces the accumulator only when
 strictly better, so ties keep the smallest k and NaN never wins; the
@@ -169,7 +178,7 @@ def _panel_row(panel, k, k0, w):  # noqa: ANN001, ANN202
     return panel[(k - k0) * w : (k - k0 + 1) * w]
 
 
-@njit
+@njit(inline="always")
 def _pass4(a, panel, o0, o1, i, ii, k0, k1, w, add, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
     """Rows ``i`` and ``ii`` of C (views ``o0``, ``o1``) folded with this panel's ks, four at a time."""
     for k in range(k0, k1, 4):
