@@ -9,8 +9,8 @@ the reference the tests compare it with bit for bit.
 Speed comes from ``kernels``: packed panels of B, two rows of C by four ks per
 pass, and a column loop that LLVM vectorises to the widest SIMD the host has.
 Each call splits C into tiles, one per worker thread, as square as C allows
-(see ``_grid``); the kernels release the GIL.  Memory is the output plus one packed panel per
-worker; strided operands are read in place.
+(see ``_grid``); the kernels release the GIL.  Memory is the output plus one
+packed panel per worker; strided operands are read in place.
 
 numba is imported, and each kernel variant compiled or loaded from the disk
 cache, on the first product that needs it, so ``import tropical_gemm`` and
