@@ -82,6 +82,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def physical_cores() -> "int | None":
+    """Distinct (package, core) pairs in sysfs: logical CPUs that are SMT siblings share a core, and its
+    SIMD units, so 16 logical CPUs on 8 cores cannot give 16x the 1-core throughput."""
+    cores = set()
+    for topology in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"):
+        try:
+            cores.add(((topology / "physical_package_id").read_text().strip(),
+                       (topology / "core_id").read_text().strip()))
+        except OSError:
+            return None
+    return len(cores) or None
+
+
 def environment() -> dict:
     import numba
 
@@ -90,6 +103,7 @@ def environment() -> dict:
         "host": platform.node(),
         "logical_cores": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "physical_cores": physical_cores(),
         "system": platform.platform(),
         "versions": {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
                      "tropical_gemm": tg.__version__},

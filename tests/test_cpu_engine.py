@@ -101,7 +101,7 @@ def test_strided_and_batched_operands(layout: str) -> None:
     check(a, b, "min_plus", True)
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", [1, 2, 3, 16])
 def test_thread_splits_give_the_same_bits(threads: int) -> None:
     """Large enough for the pool; row splits (tall C) and column splits (short, wide C)."""
     cpu.set_num_threads(threads)
@@ -115,11 +115,32 @@ def test_thread_splits_give_the_same_bits(threads: int) -> None:
 
 
 def test_splits_cover_c_exactly_once() -> None:
-    for m, n, workers in [(1, 1, 4), (7, 3, 2), (100, 5, 3), (3, 1000, 4), (9, 9, 16)]:
+    for m, n, workers in [(1, 1, 4), (7, 3, 2), (100, 5, 3), (3, 1000, 4), (9, 9, 16),
+                             (130, 181, 16), (1024, 1024, 12), (2000, 2000, 16)]:
         covered = np.zeros((m, n), int)
         for r0, r1, c0, c1 in cpu._splits(m, n, workers):
             covered[r0:r1, c0:c1] += 1
         assert (covered == 1).all(), (m, n, workers)
+
+
+@pytest.mark.parametrize("n", [1024, 2048])
+@pytest.mark.parametrize("argmax", [False, True])
+def test_sixteen_threads_get_equal_square_tiles(monkeypatch: pytest.MonkeyPatch, n: int, argmax: bool) -> None:
+    """At 16 threads each worker gets one tile of C of the same size, a quarter of its rows and of its columns.
+
+    So no worker waits on another, and each packs a quarter of B rather than all
+    of it.  The jobs are recorded, not run: this machine may have fewer cores.
+    """
+    jobs: list[tuple] = []
+    monkeypatch.setattr(cpu, "_run", lambda tile, batch, workers: jobs.extend((workers, *job[4:8]) for job in batch))
+    a = np.zeros((n, n), np.float32)
+    cpu.set_num_threads(16)
+    try:
+        tg.matmul(a, a, "max_plus", argmax=argmax)
+    finally:
+        cpu.set_num_threads(None)
+    assert len(jobs) == 16
+    assert {(workers, r1 - r0, c1 - c0) for workers, r0, r1, c0, c1 in jobs} == {(16, n // 4, n // 4)}
 
 
 def test_thread_count_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,9 +8,9 @@ the reference the tests compare it with bit for bit.
 
 Speed comes from ``kernels``: packed panels of B, two rows of C by four ks per
 pass, and a column loop that LLVM vectorises to the widest SIMD the host has.
-Each call splits C into row (or column) ranges, one per worker thread; the
-kernels release the GIL.  Memory is the output plus one packed panel per
-worker; strided operands are read in place.
+Each call splits C into tiles, one per worker thread, as square as C allows
+(see ``_grid``); the kernels release the GIL.  Memory is the output plus one
+packed panel per worker; strided operands are read in place.
 
 numba is imported, and each kernel variant compiled or loaded from the disk
 cache, on the first product that needs it, so ``import tropical_gemm`` and
@@ -114,15 +114,32 @@ def _limits(dtype: np.dtype) -> tuple[np.generic, np.generic]:
     return dtype.type(info.min), dtype.type(info.max)
 
 
+def _grid(m: int, n: int, workers: int) -> tuple[int, int]:
+    """How many row and column ranges to cut C into: one tile per worker, as square as C allows.
+
+    Each worker packs the columns of B its tile needs and reads the rows of A
+    it needs, so a tile of ``m/r`` rows by ``n/c`` columns moves ``(m/r + n/c)·K``
+    elements: row strips alone would make every worker pack all of B, which
+    on many cores costs as much memory traffic as a large share of the
+    product.  Tiles keep at least two rows (the kernel's row pair) and 16
+    columns (its SIMD loop); ties go to more rows.
+    """
+    shapes = [(r, workers // r) for r in range(1, workers + 1) if workers % r == 0]
+    fits = [(r, c) for r, c in shapes if 2 * r <= m and 16 * c <= n]
+    if not fits:
+        return max(1, min(workers, m // 2)), 1
+    return min(fits, key=lambda rc: (m / rc[0] + n / rc[1], -rc[0]))
+
+
 def _splits(m: int, n: int, workers: int) -> list[tuple[int, int, int, int]]:
-    """Row ranges of C (in pairs of rows, as the kernel takes them), or column ranges when M is small."""
+    """Tiles of C ``(r0, r1, c0, c1)``, one per worker: rows in pairs, as the kernel takes them, columns by 16."""
     if workers == 1 or m * n == 0:
         return [(0, m, 0, n)]
-    if m >= 4 * workers or n < 32 * workers:
-        step = 2 * -(-m // (2 * workers))
-        return [(r, min(r + step, m), 0, n) for r in range(0, m, step)]
-    step = 16 * -(-n // (16 * workers))
-    return [(0, m, c, min(c + step, n)) for c in range(0, n, step)]
+    rows, cols = _grid(m, n, workers)
+    row_step = 2 * -(-m // (2 * rows))
+    col_step = 16 * -(-n // (16 * cols))
+    return [(r, min(r + row_step, m), c, min(c + col_step, n))
+            for r in range(0, m, row_step) for c in range(0, n, col_step)]
 
 
 def forward(

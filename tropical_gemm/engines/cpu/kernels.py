@@ -18,6 +18,15 @@ each entry (one compare per group, not per candidate); a scalar pass at the
 end of each panel, while it is still in cache, finds the first k inside the
 group whose candidate equals the result.
 
+The tile is built from small numba functions that take the variant's codes
+as arguments.  Those run per element (``_fold4``, ``_fold_group``) are
+inlined by numba itself (``inline="always"``): left to LLVM, the larger
+saturating ones stay calls, with the codes unknown inside, and the loop
+loses its SIMD.  Their arguments are scalars only; a tuple passed into an
+inlined helper also cost the argmax loop its SIMD.  ``_pass4`` is inlined
+too (as an LLVM call it ran a few per cent slower); ``_pass_groups`` stays
+an ordinary call (inlined by numba, it lost its SIMD).
+
 Semantics (the engine's module docstring states them; tests/numpy_engine.py
 is the plain reference): a candidate replaces the accumulator only when
 strictly better, so ties keep the smallest k and NaN never wins; the
@@ -138,25 +147,110 @@ def _first_winners(a, panel, w, k0, k1, i, row, row_idx, mul, sat, zero, lo, hi)
             row_idx[j] = first
 
 
-def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, signature: object) -> Callable:  # noqa: C901
+@njit(inline="always")
+def _fold4(c, x0, x1, x2, x3, y0, y1, y2, y3, add, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
+    """``c`` ⊕ (x0 ⊗ y0) ⊕ … ⊕ (x3 ⊗ y3), left to right, each candidate kept only when strictly better."""
+    t = _mul(x0, y0, mul, sat, zero, lo, hi)
+    c = t if _better(t, c, add) else c
+    t = _mul(x1, y1, mul, sat, zero, lo, hi)
+    c = t if _better(t, c, add) else c
+    t = _mul(x2, y2, mul, sat, zero, lo, hi)
+    c = t if _better(t, c, add) else c
+    t = _mul(x3, y3, mul, sat, zero, lo, hi)
+    return t if _better(t, c, add) else c
+
+
+@njit(inline="always")
+def _fold_group(c, last, k, x0, x1, x2, x3, x4, x5, x6, x7, y0, y1, y2, y3, y4, y5, y6, y7,  # noqa: ANN001, ANN202, PLR0913
+                add, mul, sat, zero, lo, hi):
+    """One entry of C folded with a group of GROUP candidates ``x_g ⊗ y_g``, and its group index.
+
+    The index becomes ``k``, the group's first k, when the group improved the entry, else stays ``last``.
+    """
+    v = _fold4(c, x0, x1, x2, x3, y0, y1, y2, y3, add, mul, sat, zero, lo, hi)
+    v = _fold4(v, x4, x5, x6, x7, y4, y5, y6, y7, add, mul, sat, zero, lo, hi)
+    return v, (k if _better(v, c, add) else last)
+
+
+@njit(inline="always")
+def _panel_row(panel, k, k0, w):  # noqa: ANN001, ANN202
+    """Row ``k`` of B as packed in ``panel`` (its ks start at ``k0``; ``w`` columns)."""
+    return panel[(k - k0) * w : (k - k0 + 1) * w]
+
+
+@njit(inline="always")
+def _pass4(a, panel, o0, o1, i, ii, k0, k1, w, add, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
+    """Rows ``i`` and ``ii`` of C (views ``o0``, ``o1``) folded with this panel's ks, four at a time."""
+    for k in range(k0, k1, 4):
+        ka, kb, kc = min(k + 1, k1 - 1), min(k + 2, k1 - 1), min(k + 3, k1 - 1)
+        b0, b1 = _panel_row(panel, k, k0, w), _panel_row(panel, ka, k0, w)
+        b2, b3 = _panel_row(panel, kb, k0, w), _panel_row(panel, kc, k0, w)
+        x0, x1, x2, x3 = a[i, k], a[i, ka], a[i, kb], a[i, kc]
+        z0, z1, z2, z3 = a[ii, k], a[ii, ka], a[ii, kb], a[ii, kc]
+        for j in range(w):
+            y0, y1, y2, y3 = b0[j], b1[j], b2[j], b3[j]
+            o0[j] = _fold4(o0[j], x0, x1, x2, x3, y0, y1, y2, y3, add, mul, sat, zero, lo, hi)
+            o1[j] = _fold4(o1[j], z0, z1, z2, z3, y0, y1, y2, y3, add, mul, sat, zero, lo, hi)
+
+
+@njit
+def _pass_groups(a, panel, o0, o1, i0, i1, i, ii, k0, k1, w, add, mul, sat, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
+    """As _pass4, GROUP ks at a time, also recording in ``i0``/``i1`` the group that last improved each entry.
+
+    One compare per group, not per candidate; _first_winners then finds the k inside it.
+    """
+    for k in range(k0, k1, GROUP):
+        ks = (k, min(k + 1, k1 - 1), min(k + 2, k1 - 1), min(k + 3, k1 - 1), min(k + 4, k1 - 1),
+              min(k + 5, k1 - 1), min(k + 6, k1 - 1), min(k + 7, k1 - 1))
+        b0, b1 = _panel_row(panel, ks[0], k0, w), _panel_row(panel, ks[1], k0, w)
+        b2, b3 = _panel_row(panel, ks[2], k0, w), _panel_row(panel, ks[3], k0, w)
+        b4, b5 = _panel_row(panel, ks[4], k0, w), _panel_row(panel, ks[5], k0, w)
+        b6, b7 = _panel_row(panel, ks[6], k0, w), _panel_row(panel, ks[7], k0, w)
+        x0, x1, x2, x3 = a[i, ks[0]], a[i, ks[1]], a[i, ks[2]], a[i, ks[3]]
+        x4, x5, x6, x7 = a[i, ks[4]], a[i, ks[5]], a[i, ks[6]], a[i, ks[7]]
+        z0, z1, z2, z3 = a[ii, ks[0]], a[ii, ks[1]], a[ii, ks[2]], a[ii, ks[3]]
+        z4, z5, z6, z7 = a[ii, ks[4]], a[ii, ks[5]], a[ii, ks[6]], a[ii, ks[7]]
+        for j in range(w):
+            y0, y1, y2, y3, y4, y5, y6, y7 = b0[j], b1[j], b2[j], b3[j], b4[j], b5[j], b6[j], b7[j]
+            o0[j], i0[j] = _fold_group(o0[j], i0[j], k, x0, x1, x2, x3, x4, x5, x6, x7,
+                                       y0, y1, y2, y3, y4, y5, y6, y7, add, mul, sat, zero, lo, hi)
+            o1[j], i1[j] = _fold_group(o1[j], i1[j], k, z0, z1, z2, z3, z4, z5, z6, z7,
+                                       y0, y1, y2, y3, y4, y5, y6, y7, add, mul, sat, zero, lo, hi)
+
+
+@njit(inline="always")
+def _fill(out, idx, r0, r1, c0, c1, zero, argmax):  # noqa: ANN001, ANN202, PLR0913
+    """The tile of C set to the semiring's zero, and its argmax to -1 (no k yet)."""
+    for i in range(r0, r1):
+        out[i, c0:c1] = zero
+        if argmax:
+            idx[i, c0:c1] = -1
+
+
+@njit(inline="always")
+def _positive_zeros(out, r0, r1, c0, c1):  # noqa: ANN001, ANN202
+    """A zero result is +0.0, whichever signed zero won."""
+    for i in range(r0, r1):
+        for j in range(c0, c1):
+            out[i, j] += 0.0
+
+
+def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, signature: object) -> Callable:
     """The compiled tile function of one variant and signature (constants folded, disk-cached)."""
     # With argmax, each panel of ks ends with a scalar pass over the entries it
     # changed; taller panels make that pass rarer.
     kb_size, nb_size = (KB_ARGMAX, NB_ARGMAX) if argmax else (KB, NB)
 
     @njit(signature, nogil=True, cache=True)
-    def tile(a, b, out, idx, r0, r1, c0, c1, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913, PLR0915
-        """``out[r0:r1, c0:c1]`` (and ``idx``'s, with argmax) from C-contiguous ``a`` and ``b``.
+    def tile(a, b, out, idx, r0, r1, c0, c1, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
+        """``out[r0:r1, c0:c1]`` (and ``idx``'s, with argmax) from ``a`` and ``b``.
 
         Odd rows and ks left over at the edges reuse the same step with a row
         or a k repeated: ⊕ is idempotent and a repeated candidate only ties,
         so the result is unchanged and ties still keep the smallest k.
         """
         kdim = a.shape[1]
-        for i in range(r0, r1):
-            out[i, c0:c1] = zero
-            if argmax:
-                idx[i, c0:c1] = -1
+        _fill(out, idx, r0, r1, c0, c1, zero, argmax)
         panel = np.empty(min(kb_size, kdim) * min(nb_size, c1 - c0), a.dtype)  # no larger than this tile needs
         for j0 in range(c0, c1, nb_size):
             j1 = min(j0 + nb_size, c1)
@@ -167,113 +261,17 @@ def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, sign
                     panel[(k - k0) * w : (k - k0 + 1) * w] = b[k, j0:j1]
                 for i in range(r0, r1, 2):
                     ii = min(i + 1, r1 - 1)
-                    o0 = out[i, j0:j1]
-                    o1 = out[ii, j0:j1]
+                    o0, o1 = out[i, j0:j1], out[ii, j0:j1]
                     if argmax:
-                        # Only the winning group of GROUP ks is tracked here (one compare per
-                        # group); _first_winners then finds the k inside it.
-                        i0 = idx[i, j0:j1]
-                        i1 = idx[ii, j0:j1]
-                        for k in range(k0, k1, GROUP):
-                            kg1 = min(k + 1, k1 - 1)
-                            kg2 = min(k + 2, k1 - 1)
-                            kg3 = min(k + 3, k1 - 1)
-                            kg4 = min(k + 4, k1 - 1)
-                            kg5 = min(k + 5, k1 - 1)
-                            kg6 = min(k + 6, k1 - 1)
-                            kg7 = min(k + 7, k1 - 1)
-                            b0 = panel[(k - k0) * w : (k - k0 + 1) * w]
-                            b1 = panel[(kg1 - k0) * w : (kg1 - k0 + 1) * w]
-                            b2 = panel[(kg2 - k0) * w : (kg2 - k0 + 1) * w]
-                            b3 = panel[(kg3 - k0) * w : (kg3 - k0 + 1) * w]
-                            b4 = panel[(kg4 - k0) * w : (kg4 - k0 + 1) * w]
-                            b5 = panel[(kg5 - k0) * w : (kg5 - k0 + 1) * w]
-                            b6 = panel[(kg6 - k0) * w : (kg6 - k0 + 1) * w]
-                            b7 = panel[(kg7 - k0) * w : (kg7 - k0 + 1) * w]
-                            xs = (a[i, k], a[i, kg1], a[i, kg2], a[i, kg3], a[i, kg4], a[i, kg5], a[i, kg6], a[i, kg7])
-                            zs = (a[ii, k], a[ii, kg1], a[ii, kg2], a[ii, kg3], a[ii, kg4], a[ii, kg5], a[ii, kg6], a[ii, kg7])
-                            x0, x1, x2, x3, x4, x5, x6, x7 = xs
-                            z0, z1, z2, z3, z4, z5, z6, z7 = zs
-                            for j in range(w):
-                                c = o0[j]
-                                t = _mul(x0, b0[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, c, add) else c
-                                t = _mul(x1, b1[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(x2, b2[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(x3, b3[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(x4, b4[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(x5, b5[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(x6, b6[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(x7, b7[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                last = i0[j]
-                                i0[j] = k if _better(v, c, add) else last
-                                o0[j] = v
-                                c = o1[j]
-                                t = _mul(z0, b0[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, c, add) else c
-                                t = _mul(z1, b1[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(z2, b2[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(z3, b3[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(z4, b4[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(z5, b5[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(z6, b6[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                t = _mul(z7, b7[j], mul, sat, zero, lo, hi)
-                                v = t if _better(t, v, add) else v
-                                last = i1[j]
-                                i1[j] = k if _better(v, c, add) else last
-                                o1[j] = v
-                    else:
-                        for k in range(k0, k1, 4):
-                            ka = min(k + 1, k1 - 1)
-                            kb = min(k + 2, k1 - 1)
-                            kc = min(k + 3, k1 - 1)
-                            b0 = panel[(k - k0) * w : (k - k0 + 1) * w]
-                            b1 = panel[(ka - k0) * w : (ka - k0 + 1) * w]
-                            b2 = panel[(kb - k0) * w : (kb - k0 + 1) * w]
-                            b3 = panel[(kc - k0) * w : (kc - k0 + 1) * w]
-                            x0, x1, x2, x3 = a[i, k], a[i, ka], a[i, kb], a[i, kc]
-                            z0, z1, z2, z3 = a[ii, k], a[ii, ka], a[ii, kb], a[ii, kc]
-                            for j in range(w):
-                                y0, y1, y2, y3 = b0[j], b1[j], b2[j], b3[j]
-                                c = o0[j]
-                                t = _mul(x0, y0, mul, sat, zero, lo, hi)
-                                c = t if _better(t, c, add) else c
-                                t = _mul(x1, y1, mul, sat, zero, lo, hi)
-                                c = t if _better(t, c, add) else c
-                                t = _mul(x2, y2, mul, sat, zero, lo, hi)
-                                c = t if _better(t, c, add) else c
-                                t = _mul(x3, y3, mul, sat, zero, lo, hi)
-                                o0[j] = t if _better(t, c, add) else c
-                                c = o1[j]
-                                t = _mul(z0, y0, mul, sat, zero, lo, hi)
-                                c = t if _better(t, c, add) else c
-                                t = _mul(z1, y1, mul, sat, zero, lo, hi)
-                                c = t if _better(t, c, add) else c
-                                t = _mul(z2, y2, mul, sat, zero, lo, hi)
-                                c = t if _better(t, c, add) else c
-                                t = _mul(z3, y3, mul, sat, zero, lo, hi)
-                                o1[j] = t if _better(t, c, add) else c
-                    if argmax:
-                        _first_winners(a, panel, w, k0, k1, i, o0, idx[i, j0:j1], mul, sat, zero, lo, hi)
+                        i0, i1 = idx[i, j0:j1], idx[ii, j0:j1]
+                        _pass_groups(a, panel, o0, o1, i0, i1, i, ii, k0, k1, w, add, mul, sat, zero, lo, hi)
+                        _first_winners(a, panel, w, k0, k1, i, o0, i0, mul, sat, zero, lo, hi)
                         if ii != i:
-                            _first_winners(a, panel, w, k0, k1, ii, o1, idx[ii, j0:j1], mul, sat, zero, lo, hi)
+                            _first_winners(a, panel, w, k0, k1, ii, o1, i1, mul, sat, zero, lo, hi)
+                    else:
+                        _pass4(a, panel, o0, o1, i, ii, k0, k1, w, add, mul, sat, zero, lo, hi)
         if floating:
-            for i in range(r0, r1):
-                for j in range(c0, c1):
-                    out[i, j] += 0.0  # a zero result is +0.0, whichever signed zero won
+            _positive_zeros(out, r0, r1, c0, c1)
 
     return tile
 
