@@ -73,7 +73,7 @@ def prepare_product(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shap
     tiers().prefetch([split.combine.spec], device)  # compiles beside the slices' kernel, not after it
     rest = None if split.rest is None else PreparedProduct(split.rest, bind_forward(split.rest, device), device)
     return PreparedSplitK(split, PreparedProduct(split.slices, bind_forward(split.slices, device), device), rest,
-                          bind(split.combine, device), np.dtype(dtype).itemsize)
+                          bind(split.combine, device), np.dtype(dtype).itemsize, device, split.scratch_bytes)
 
 
 class PreparedSplitK(NamedTuple):
@@ -84,14 +84,8 @@ class PreparedSplitK(NamedTuple):
     rest: PreparedProduct | None
     combine: Launchable
     itemsize: int
-
-    @property
-    def scratch_bytes(self) -> int:
-        return self.plan.scratch_bytes
-
-    @property
-    def device(self) -> int:
-        return self.slices.device
+    device: int
+    scratch_bytes: int
 
     def launch(self, a: int, b: int, c: int, idx: int | None, stream: int, scratch: int = 0) -> None:
         """As ``PreparedProduct.launch``; ``scratch`` is ``scratch_bytes`` of device memory, stream-ordered."""
