@@ -34,6 +34,7 @@ class FakeDriver:
 
     def __init__(self, current: int = 0x1000) -> None:
         self.current = current
+        self.pushed: list[int] = []
         self.calls: list[str] = []
         self.launches: list[dict] = []
         self.fail: dict[str, int] = {}
@@ -47,13 +48,15 @@ class FakeDriver:
         return 0
 
     def cuCtxGetCurrent(self, out):
-        out._obj.value = self.current
+        out._obj.value = self.pushed[-1] if self.pushed else self.current
         return self._record("cuCtxGetCurrent")
 
     def cuCtxPushCurrent_v2(self, ctx):
+        self.pushed.append(ctx.value)
         return self._record("push")
 
     def cuCtxPopCurrent_v2(self, out):
+        self.pushed.pop()
         return self._record("pop")
 
     def cuModuleLoadData(self, out, image):
@@ -73,6 +76,10 @@ class FakeDriver:
         return self._record("cuDevicePrimaryCtxRetain")
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        current = self.pushed[-1] if self.pushed else self.current
+        if current != 0x1000:  # the functions here live in device 0's primary context
+            self.calls.append("refused launch")
+            return 201  # CUDA_ERROR_INVALID_CONTEXT
         # the driver copies the parameters during the call, and so does this stand-in: after it they may be gone
         self.launches.append({"function": function.value, "grid": (gx, gy, gz), "block": (bx, by, bz),
                               "stream": stream.value or 0, "params": [ctypes.string_at(p, 8) for p in params]})
@@ -124,11 +131,15 @@ def test_no_stream_means_cupys_current_stream_or_the_null_stream(fake, monkeypat
 def test_the_functions_context_is_pushed_only_when_another_is_current(fake):
     function = driver.load_function(b"cubin", "tg_kernel", 0)  # device 0's primary context: 0x1000
     fake.calls.clear()
-    function((1,), (1,), (), stream=0)
-    assert "push" not in fake.calls
-    fake.current = 0x1001  # device 1 is current on this thread
-    function((1,), (1,), (), stream=0)
-    assert fake.calls.count("push") == 1 and fake.calls.count("pop") == 1
+    function((1,), (1,), (7,), stream=0)
+    assert fake.calls == ["cuLaunchKernel"]  # one driver call, no context query
+    for other in (0x1001, 0):  # device 1 current on this thread, then no context at all
+        fake.current = other
+        fake.calls.clear()
+        function((1,), (1,), (7,), stream=0)
+        assert fake.calls == ["refused launch", "cuCtxGetCurrent", "push", "cuLaunchKernel", "pop"]
+    assert len(fake.launches) == 3 and fake.pushed == []
+    assert all(_read(launch["params"], 0, ctypes.c_int64) == 7 for launch in fake.launches)
 
 
 def test_a_failed_call_names_the_call_and_the_drivers_error(fake):

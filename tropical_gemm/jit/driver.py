@@ -209,30 +209,40 @@ def _dim3(dims: Sequence[int]) -> tuple[int, int, int]:
     return int(x), int(y), int(z)
 
 
-class BoundLaunch:
-    """A kernel, its grid and block, and its trailing arguments packed once."""
+#: What cuLaunchKernel answers when the thread's current context is not the function's (or there is none).
+_WRONG_CONTEXT = (201, 400)  # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE
 
-    __slots__ = ("function", "grid", "block", "scalars", "_scalar_pointers")
+
+class BoundLaunch:
+    """A kernel, its grid and block, and its trailing arguments packed once.
+
+    A launch packs only its leading arguments and makes one driver call: it
+    does not ask which context is current first.  The usual thread has the
+    function's context current (CuPy's and torch's device); on any other the
+    driver refuses the launch, which then runs again with the function's
+    context pushed, so a refused launch never ran.
+    """
+
+    __slots__ = ("function", "grid", "block", "scalars", "_scalar_pointers", "_head", "_cu_launch")
 
     def __init__(self, function: Function, grid: tuple[int, int, int], block: tuple[int, int, int],
                  scalars: tuple) -> None:
         self.function, self.grid, self.block, self.scalars = function, grid, block, scalars
-        self._scalar_pointers = [ctypes.addressof(v) for v in scalars]
+        self._scalar_pointers = tuple(ctypes.addressof(v) for v in scalars)
+        self._head = (ctypes.c_void_p(function.handle), *grid, *block, 0)
+        self._cu_launch = library().cuLaunchKernel
 
     def launch(self, leading: Sequence[Any], stream: int | None = None) -> None:
         """Queue the kernel with ``leading`` arguments (arrays, addresses) before the bound ones."""
-        values = [kernel_argument(v) for v in leading]  # kept alive until cuLaunchKernel has copied them
-        pointers = [ctypes.addressof(v) for v in values] + self._scalar_pointers
+        values = [ctypes.c_int64(v) if type(v) is int else kernel_argument(v) for v in leading]
+        pointers = (*map(ctypes.addressof, values), *self._scalar_pointers)  # values live until the call returns
         params = (ctypes.c_void_p * len(pointers))(*pointers)
-        stream = default_stream() if stream is None else stream
-        function = self.function
-        arguments = (ctypes.c_void_p(function.handle), *self.grid, *self.block, 0, ctypes.c_void_p(stream), params,
-                     None)
-        if current_context() == function.context:  # the usual case: no push and pop
-            _call("cuLaunchKernel", *arguments)
-            return
-        with on_context(function.context):
-            _call("cuLaunchKernel", *arguments)
+        handle = ctypes.c_void_p(default_stream() if stream is None else stream)
+        status = self._cu_launch(*self._head, handle, params, None)
+        if status in _WRONG_CONTEXT:
+            with on_context(self.function.context):
+                status = self._cu_launch(*self._head, handle, params, None)
+        check(library(), status, "cuLaunchKernel")
 
 
 def load_function(binary: bytes, entry_name: str, device: int) -> Function:
