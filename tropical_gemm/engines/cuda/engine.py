@@ -20,6 +20,7 @@ from . import gpu
 from .batching import element_strides, split_batches
 from .binding import bind, bind_forward
 from .plan import nothing_to_reduce, plan_backward, plan_forward
+from .prepared import prepare_product
 from .split import k_slices
 
 
@@ -50,7 +51,15 @@ def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch:
     plan = plan_forward(a.shape, element_strides(a), b.shape, element_strides(b), batch, dtype_name(c.dtype),
                         semiring.name, idx is not None, gpu.sm_count(device), may_split)
     if plan.splits > 1:
-        _split_k(a, b, c, idx, semiring, batch, plan.splits)
+        prepared = prepare_product(a.shape, element_strides(a), b.shape, element_strides(b), dtype_name(c.dtype),
+                                   semiring.name, idx is not None, device)
+        if prepared is None:  # more batch dims than a launch indexes beside the slice dim
+            _split_k(a, b, c, idx, semiring, batch, plan.splits)
+            return
+        # the prepared K slices: cached per signature, launched on addresses, partials in cupy scratch memory
+        scratch = cupy_module().empty(prepared.scratch_bytes, dtype=np.uint8)
+        prepared.launch(a.data.ptr, b.data.ptr, c.data.ptr, None if idx is None else idx.data.ptr,
+                        cupy_module().cuda.get_current_stream().ptr, scratch.data.ptr)
         return
     addresses = plan.addresses(a, b, c, idx)
     for kernel in bind_forward(plan, device):
@@ -58,7 +67,7 @@ def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch:
 
 
 def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...], splits: int) -> None:
-    """One launch over ``splits`` equal K slices (as an extra batch dim), one for any rest, then ⊕ them."""
+    """K slices on views, for batches too deep for the prepared path: the slices, any rest, then their ⊕."""
     cupy = cupy_module()
     from cupy.lib.stride_tricks import as_strided
 

@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ...jit import driver, tiers
 from ...shapes import product_shape
 from . import gpu
-from .binding import Launchable, bind, bind_forward
-from ...jit import driver, tiers
 from .batching import KERNEL_BATCH_DIMS
+from .binding import Launchable, bind, bind_forward
 from .plan import ForwardPlan, one_launch_each, plan_backward, plan_forward
 from .split import SplitKPlan, plan_split_k
 
