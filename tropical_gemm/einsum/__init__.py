@@ -220,7 +220,7 @@ def _direct_index(kind: str, idx: Any, plan: Plan) -> Any:
         import torch
 
         dtype = torch.int32 if backtrack.config_dtype(plan) == np.int32 else torch.int64
-        return view.to(dtype).clone(memory_format=torch.contiguous_format)
+        return view.to(dtype, memory_format=torch.contiguous_format, copy=True)
     from ..engines.cuda_aux import contiguous
 
     return contiguous(view, index=True)

@@ -262,11 +262,10 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
         binary, log = nvrtc.compile_program(source, f"{entry_name}.cu", options,
                                             "CUBIN" if target.kind == "cubin" else "PTX")
     except nvrtc.NvrtcError as exc:
-        message, _, log = str(exc).partition("\n")
         raise CompileError(
             f"NVRTC {version[0]}.{version[1]} failed to compile kernel {entry_name} for {target.tag} "
-            f"({message}); options: {' '.join(options)}\n{log}",
-            kernel=entry_name, target=target.tag, log=log, source=source, options=options,
+            f"({exc.reason}); options: {' '.join(options)}\n{exc.log}",
+            kernel=entry_name, target=target.tag, log=exc.log, source=source, options=options,
         ) from None
     seconds = time.perf_counter() - started
     if entry_name.encode() not in binary:

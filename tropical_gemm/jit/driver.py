@@ -72,12 +72,17 @@ def _call(function: str, *args: Any) -> None:
 # ------------------------------------------------------------------ devices
 
 
+def _device(ordinal: int) -> ctypes.c_int:
+    handle = ctypes.c_int()
+    _call("cuDeviceGet", ctypes.byref(handle), ordinal)
+    return handle
+
+
 @lru_cache(maxsize=None)
 def attribute(device: int, attribute_id: int) -> int:
     """One device attribute (they never change while a process runs)."""
-    handle, value = ctypes.c_int(), ctypes.c_int()
-    _call("cuDeviceGet", ctypes.byref(handle), device)
-    _call("cuDeviceGetAttribute", ctypes.byref(value), attribute_id, handle)
+    value = ctypes.c_int()
+    _call("cuDeviceGetAttribute", ctypes.byref(value), attribute_id, _device(device))
     return value.value
 
 
@@ -101,9 +106,8 @@ def primary_context(device: int) -> int:
     if context is None:
         with _primary_lock:
             if device not in _primary:
-                handle, ctx = ctypes.c_int(), ctypes.c_void_p()
-                _call("cuDeviceGet", ctypes.byref(handle), device)
-                _call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), handle)
+                ctx = ctypes.c_void_p()
+                _call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), _device(device))
                 _primary[device] = ctx.value or 0
             context = _primary[device]
     return context
@@ -242,7 +246,8 @@ class BoundLaunch:
         if status in _WRONG_CONTEXT:
             with on_context(self.function.context):
                 status = self._cu_launch(*self._head, handle, params, None)
-        check(library(), status, "cuLaunchKernel")
+        if status:
+            check(library(), status, "cuLaunchKernel")
 
 
 def load_function(binary: bytes, entry_name: str, device: int) -> Function:

@@ -25,11 +25,12 @@ _SYSTEM_NAMES = {"win32": ()}.get(sys.platform, ("libnvrtc.so.13", "libnvrtc.so.
 
 
 class NvrtcError(RuntimeError):
-    """An NVRTC call failed; ``status`` is NVRTC's result code."""
+    """An NVRTC call failed: ``reason`` names the call and NVRTC's error, ``status`` is its result code, and
+    ``log`` the program's log (a failed compile's; the message ends with it)."""
 
-    def __init__(self, message: str, status: int = -1) -> None:
-        super().__init__(message)
-        self.status = status
+    def __init__(self, reason: str, status: int = -1, log: str = "") -> None:
+        super().__init__(f"{reason}\n{log}" if log else reason)
+        self.reason, self.status, self.log = reason, status, log
 
 
 class NvrtcNotFound(OSError):
@@ -68,11 +69,15 @@ def library() -> Any:
                         f"and on the system's library path){': ' + '; '.join(tried) if tried else ''}")
 
 
+def _error_name(status: int) -> str:
+    lib = library()
+    lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+    return (lib.nvrtcGetErrorString(status) or b"NVRTC_ERROR").decode()
+
+
 def _check(status: int, call: str) -> None:
     if status != 0:
-        lib = library()
-        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-        raise NvrtcError(f"{call}: {(lib.nvrtcGetErrorString(status) or b'NVRTC_ERROR').decode()}", status)
+        raise NvrtcError(f"{call}: {_error_name(status)}", status)
 
 
 def _call(function: str, *args: Any) -> None:
@@ -111,7 +116,7 @@ def compile_program(source: str, name: str, options: Sequence[str], output: str,
     """``(binary, log)`` of ``source`` compiled with ``options``; ``output`` is "CUBIN" or "PTX".
 
     ``headers`` are (include name, text) pairs, passed in memory.  A failed
-    compile raises :class:`NvrtcError` whose message ends with NVRTC's log.
+    compile raises :class:`NvrtcError` with NVRTC's log.
     """
     program = ctypes.c_void_p()
     _call("nvrtcCreateProgram", ctypes.byref(program), source.encode(), name.encode(), len(headers),
@@ -120,10 +125,7 @@ def compile_program(source: str, name: str, options: Sequence[str], output: str,
         status = library().nvrtcCompileProgram(program, len(options), _strings(list(options)))
         log = _read(program, "ProgramLog").rstrip(b"\x00").decode(errors="replace").strip()
         if status != 0:
-            try:
-                _check(status, "nvrtcCompileProgram")
-            except NvrtcError as exc:
-                raise NvrtcError(f"{exc}\n{log}", status) from None
+            raise NvrtcError(f"nvrtcCompileProgram: {_error_name(status)}", status, log)
         return _read(program, output), log
     finally:
         _call("nvrtcDestroyProgram", ctypes.byref(program))

@@ -47,12 +47,12 @@ def _forward_batched(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch
 
 def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...],
                     *, may_split: bool) -> None:
-    device = c.device.id
-    plan = plan_forward(a.shape, element_strides(a), b.shape, element_strides(b), batch, dtype_name(c.dtype),
-                        semiring.name, idx is not None, gpu.sm_count(device), may_split)
+    device, a_strides, b_strides, dtype = c.device.id, element_strides(a), element_strides(b), dtype_name(c.dtype)
+    plan = plan_forward(a.shape, a_strides, b.shape, b_strides, batch, dtype, semiring.name, idx is not None,
+                        gpu.sm_count(device), may_split)
     if plan.splits > 1:
-        prepared = prepare_product(a.shape, element_strides(a), b.shape, element_strides(b), dtype_name(c.dtype),
-                                   semiring.name, idx is not None, device)
+        prepared = prepare_product(a.shape, a_strides, b.shape, b_strides, dtype, semiring.name, idx is not None,
+                                   device)
         if prepared is None:  # more batch dims than a launch indexes beside the slice dim
             _split_k(a, b, c, idx, semiring, batch, plan.splits)
             return

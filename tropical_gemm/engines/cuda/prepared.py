@@ -73,7 +73,7 @@ def prepare_product(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shap
     tiers().prefetch([split.combine.spec], device)  # compiles beside the slices' kernel, not after it
     rest = None if split.rest is None else PreparedProduct(split.rest, bind_forward(split.rest, device), device)
     return PreparedSplitK(split, PreparedProduct(split.slices, bind_forward(split.slices, device), device), rest,
-                          bind(split.combine, device), np.dtype(dtype).itemsize, device, split.scratch_bytes)
+                          bind(split.combine, device), device)
 
 
 class PreparedSplitK(NamedTuple):
@@ -83,9 +83,12 @@ class PreparedSplitK(NamedTuple):
     slices: PreparedProduct
     rest: PreparedProduct | None
     combine: Launchable
-    itemsize: int
     device: int
-    scratch_bytes: int
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Device memory a launch needs: the slices' partial results, then their argmaxes."""
+        return self.plan.scratch_bytes
 
     def launch(self, a: int, b: int, c: int, idx: int | None, stream: int, scratch: int = 0) -> None:
         """As ``PreparedProduct.launch``; ``scratch`` is ``scratch_bytes`` of device memory, stream-ordered."""
@@ -94,7 +97,7 @@ class PreparedSplitK(NamedTuple):
         index_parts = None if idx is None else scratch + plan.index_offset
         self.slices.launch(a, b, parts, index_parts, stream)
         if self.rest is not None:
-            a_off, b_off = (offset * self.itemsize for offset in plan.rest_offsets)
+            a_off, b_off = plan.rest_offsets
             self.rest.launch(a + a_off, b + b_off, parts + plan.splits * plan.part_bytes,
                              None if idx is None else index_parts + plan.splits * plan.index_part_bytes, stream)
         self.combine.launch((parts, 0 if idx is None else index_parts, c, 0 if idx is None else idx), stream)

@@ -37,7 +37,7 @@ class SplitKPlan:
     ``slices`` covers the ``splits`` equal slices (C-contiguous partials of
     ``part_bytes`` each from the start of the scratch buffer, their int32
     argmaxes of ``index_part_bytes`` each from ``index_offset``); ``rest``
-    the last, shorter slice, reading its operands ``rest_offsets`` elements
+    the last, shorter slice, reading its operands ``rest_offsets`` bytes
     further on and writing the partial after the others; ``combine`` ⊕s
     the partials into C.
     """
@@ -78,7 +78,7 @@ def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     if rest:
         rest_plan = plan_forward((*a_shape[:-1], rest), a_strides, (*b_shape[:-2], rest, n), b_strides, batch,
                                  dtype, semiring, argmax, sms, False)
-        offsets = (splits * chunk * a_strides[-1], splits * chunk * b_strides[-2])
+        offsets = (splits * chunk * a_strides[-1] * itemsize, splits * chunk * b_strides[-2] * itemsize)
     outputs = math.prod(batch) * a_shape[-2] * n
     part_bytes = outputs * itemsize
     index_offset = -(-count * part_bytes // _ALIGN) * _ALIGN
