@@ -159,7 +159,7 @@ def no_nvrtc_library(monkeypatch):
     """Make ``jit.nvrtc`` find no library anywhere, as on a machine without the NVRTC wheel."""
     from tropical_gemm.jit import compiler, nvrtc
 
-    caches = (nvrtc.library, compiler.nvrtc_version, compiler.supported_archs)
+    caches = (nvrtc.library, nvrtc.expected_identity, compiler.nvrtc_version, compiler.supported_archs)
     monkeypatch.setattr(nvrtc, "_wheel_libraries", lambda: [])
     monkeypatch.setattr(nvrtc, "_pathfinder_library", lambda: [])
     monkeypatch.setattr(nvrtc, "_SYSTEM_NAMES", ("libnvrtc-that-does-not-exist.so",))

@@ -82,7 +82,7 @@ def test_a_writer_killed_mid_write_leaves_no_debris_and_no_false_corruption(cach
     request = request_for()
     cache = DiskCache(cache_root)
     with caplog.at_level(logging.WARNING, logger="tropical_gemm.jit"):
-        assert cache.lookup(request) is None  # the first use sweeps the dead writer's temp file
+        assert cache.lookup(request) is None  # the first write sweeps the dead writer's temp file
         outcome = cache.get_or_build(request, lambda: compiled_for(request))
     assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]
     assert outcome.stored and not outcome.replaced_corrupt
@@ -342,10 +342,16 @@ def test_a_warm_start_takes_only_the_running_nvrtcs_entries(cache_root):
     cold = run_python(WARM_PROBE, env)
     assert cold.returncode == 0, cold.stderr
     stamp = cache_root / f"v{dc.FORMAT_VERSION}" / "nvrtc-running"
-    assert stamp.read_text().strip() == "%d.%d" % compiler.nvrtc_version()
-    stamp.write_text("99.9\n")  # a planted record changes nothing where NVRTC can say its own version
+    version, identity = stamp.read_text().splitlines()
+    assert version == "%d.%d" % compiler.nvrtc_version() and identity == compiler.nvrtc_identity(loaded=True)
     warm = last_json_line(run_python(WARM_PROBE, env).stdout)
-    assert warm["disk_hits"] == 1 and warm["compiled"] == 0 and warm["nvrtc_loaded"]
+    # the record names the library this process would load: its version is known without loading NVRTC
+    assert warm["disk_hits"] == 1 and warm["compiled"] == 0 and not warm["nvrtc_loaded"]
+    for planted in ("99.9\n", f"99.9\n{identity}x\n"):  # no identity, or another library's: NVRTC is asked
+        stamp.write_text(planted)
+        warm = last_json_line(run_python(WARM_PROBE, env).stdout)
+        assert warm["disk_hits"] == 1 and warm["compiled"] == 0 and warm["nvrtc_loaded"]
+        assert stamp.read_text().splitlines() == [version, identity]  # and the record is mended
 
 
 def test_only_a_process_without_nvrtc_trusts_the_recorded_version(cache_root, monkeypatch):

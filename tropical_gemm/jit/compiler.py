@@ -185,6 +185,18 @@ def nvrtc_version() -> tuple[int, int]:
                                     f"Install it with: {NVRTC_INSTALL_HINT}") from exc
 
 
+def nvrtc_identity(*, loaded: bool) -> str | None:
+    """Which NVRTC library file this process uses (``loaded``) or would load first, or ``None``.
+
+    Never loads the library when ``loaded`` is False: see ``nvrtc.file_identity``.
+    """
+    binding = nvrtc_module()
+    try:
+        return binding.loaded_identity() if loaded else binding.expected_identity()
+    except OSError:  # no library: nothing to compare
+        return None
+
+
 @lru_cache(maxsize=None)
 def supported_archs() -> tuple[int, ...]:
     """The compute capabilities this NVRTC can emit code for, ascending."""

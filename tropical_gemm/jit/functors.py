@@ -20,20 +20,18 @@ tells the gradient kernels how ⊗ routes a gradient.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from ..semirings import A_WINS, Semiring, get_semiring
 
 
-@dataclass(frozen=True)
-class _DeviceAdd:
+class _DeviceAdd(NamedTuple):
     accumulate: str  # the preamble's helper: acc ⊕ c, with acc never NaN
     better: str      # the strict comparison of argmax updates: the smallest k keeps ties
 
 
-@dataclass(frozen=True)
-class _DeviceMul:
+class _DeviceMul(NamedTuple):
     arithmetic: bool  # ⊗ can overflow: integer kernels keep an exact path
     fast: str         # a ⊗ b, exact on floats and on tame integers
     exact: str        # the body of mul_exact: exact on any value

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -67,6 +68,34 @@ def library() -> Any:
                 tried.append(str(exc))
     raise NvrtcNotFound("no NVRTC library found (looked in the nvidia-cuda-nvrtc wheel, through cuda.pathfinder "
                         f"and on the system's library path){': ' + '; '.join(tried) if tried else ''}")
+
+
+def file_identity(path: str) -> str | None:
+    """Path, size and modification time of a library file: equal identities are the same build of NVRTC.
+
+    A warm process compares the identity of the library it would load with
+    the one its cache recorded beside the version, and so learns NVRTC's
+    version without a ``dlopen`` (which costs more than the rest of a warm
+    kernel lookup).  ``None`` where the file cannot be stat'ed (a bare
+    soname that the system's loader resolves).
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{path}|{st.st_size}|{st.st_mtime_ns}"
+
+
+@lru_cache(maxsize=1)
+def expected_identity() -> str | None:
+    """The identity of the library ``library()`` tries first (the wheel's), read without loading it."""
+    wheel = _wheel_libraries()
+    return file_identity(str(wheel[0])) if wheel else None
+
+
+def loaded_identity() -> str | None:
+    """The identity of the library this process loaded."""
+    return file_identity(library()._name)
 
 
 def _error_name(status: int) -> str:

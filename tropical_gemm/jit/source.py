@@ -13,7 +13,8 @@ contents, never file paths, so an edit to any header gives new keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
+
 from functools import lru_cache
 from importlib import resources
 from string import Template
@@ -33,8 +34,7 @@ HEADERS: tuple[str, ...] = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "squar
 GENERATED_HEADER = "semirings.cuh"
 
 
-@dataclass(frozen=True)
-class TileShape:
+class TileShape(NamedTuple):
     """Block tile (BM×BN×BK), per-thread tile (TM×TN) and residency of a forward kernel.
 
     ``threads`` is derived: one thread per TM×TN sub-tile of the block tile.

@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .spec import KernelSpec
@@ -51,17 +50,21 @@ def _from_environment() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip() != "0"
 
 
-@dataclass
 class _Job:
-    """One background compile of some kernels for one device; ``binaries`` filled by the thread."""
+    """One background compile of some kernels for one device; ``binaries`` filled by the thread.
 
-    specs: tuple[KernelSpec, ...]
-    device: int
-    done: threading.Event = field(default_factory=threading.Event)
-    binaries: dict[KernelSpec, bytes] = field(default_factory=dict)
-    error: "BaseException | None" = None
-    settle_lock: threading.Lock = field(default_factory=threading.Lock)
-    settled: bool = False
+    A plain class, not a dataclass: it is mutable state shared with a thread,
+    and a dataclass would cost every warm process its creation at import.
+    """
+
+    def __init__(self, specs: tuple[KernelSpec, ...], device: int) -> None:
+        self.specs = specs
+        self.device = device
+        self.done = threading.Event()
+        self.binaries: dict[KernelSpec, bytes] = {}
+        self.error: BaseException | None = None
+        self.settle_lock = threading.Lock()
+        self.settled = False
 
 
 class Tiers:

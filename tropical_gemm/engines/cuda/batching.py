@@ -11,8 +11,7 @@ a GPU.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 #: Batch dimensions a kernel indexes itself; more are folded or looped over.
 KERNEL_BATCH_DIMS = 3
@@ -69,8 +68,7 @@ def _padded(values: tuple[int, ...], fill: int) -> tuple[int, ...]:
     return (fill,) * (KERNEL_BATCH_DIMS - len(values)) + tuple(values)
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """A batched problem in the form the kernels take: sizes, and the folded batch with each array's strides."""
 
     m: int

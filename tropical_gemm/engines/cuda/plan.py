@@ -12,9 +12,8 @@ on re-deriving them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
 from ...jit.spec import KernelSpec, make_spec
@@ -34,8 +33,7 @@ GRID_LIMIT = 2**31 - 1
 _NULL = 0  # the argmax address of a launch without one
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """One kernel launch: the kernel, its (one-dimensional) grid and block, and the scalars after the addresses.
 
     ``scalars`` are the kernel's 64-bit integer arguments; ``int32_scalars``
@@ -55,8 +53,7 @@ def elementwise_grid(work: int) -> int:
     return max(1, min(-(-work // ELEMENTWISE_THREADS), GRID_LIMIT))
 
 
-@dataclass(frozen=True)
-class ForwardPlan:
+class ForwardPlan(NamedTuple):
     """A forward product: its kernel, the argmax resolve that follows it, and the baseline it runs on meanwhile.
 
     ``baseline`` is the same product by the baseline family (one thread per

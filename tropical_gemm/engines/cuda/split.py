@@ -11,8 +11,9 @@ provides: the array path takes cupy arrays, the torch bridge one tensor.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ...jit import make_spec
@@ -30,8 +31,7 @@ def k_slices(k: int, splits: int) -> tuple[int, int, int]:
     return chunk, rest, splits + (rest > 0)
 
 
-@dataclass(frozen=True)
-class SplitKPlan:
+class SplitKPlan(NamedTuple):
     """The launches of one K-sliced product on addresses, and where each reads and writes.
 
     ``slices`` covers the ``splits`` equal slices (C-contiguous partials of

@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 ENV_CACHE_DIR = "TROPICAL_GEMM_CACHE_DIR"
 ENV_DISABLE = "TROPICAL_GEMM_DISABLE_DISK_CACHE"
@@ -145,8 +144,7 @@ def shared_group() -> int | None:
         raise ValueError(f"{ENV_GROUP}={raw!r} names no group on this machine") from None
 
 
-@dataclass(frozen=True)
-class CacheConfig:
+class CacheConfig(NamedTuple):
     """One cache configuration; ``root`` is ``None`` when disk caching is off."""
 
     root: Path | None

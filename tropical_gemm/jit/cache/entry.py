@@ -4,6 +4,11 @@ An entry is used only if its metadata parses with the right types, belongs
 to its file name and schema, describes the requested program (key, kernel
 name, target, options) and the binary has the recorded size and SHA-256.
 Anything else is a miss that the next writer heals.
+
+The records here (but the metadata) are NamedTuples rather than frozen
+dataclasses, as are the other records that a warm call's imports define:
+creating a dataclass runs generated code through the compiler, which cost
+a warm process more than its whole kernel lookup.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from ..compiler import CompiledKernel
 from .config import MAX_BINARY_BYTES
@@ -129,8 +134,7 @@ def metadata_for(request: BuildRequest, compiled: CompiledKernel) -> EntryMetada
     )
 
 
-@dataclass(frozen=True)
-class CachedBinary:
+class CachedBinary(NamedTuple):
     """A verified entry read from disk.  ``exact`` is False for a listed compatible NVRTC version's cubin."""
 
     binary: bytes
@@ -139,8 +143,7 @@ class CachedBinary:
     exact: bool
 
 
-@dataclass(frozen=True)
-class BuildOutcome:
+class BuildOutcome(NamedTuple):
     """What the cache did to produce a binary: read it (``compiled`` False) or compile and store it.
 
     ``store_problem`` says why a compiled binary was not stored (``stored``
@@ -167,8 +170,7 @@ def outcome_from(found: CachedBinary) -> BuildOutcome:
     return BuildOutcome(found.binary, False, 0.0, False, found.exact, found.path)
 
 
-@dataclass(frozen=True)
-class EntryInfo:
+class EntryInfo(NamedTuple):
     """One entry as ``cache list`` and ``prune`` see it."""
 
     metadata: EntryMetadata
@@ -178,8 +180,7 @@ class EntryInfo:
     last_used: float  # the binary's mtime, refreshed on every disk hit
 
 
-@dataclass(frozen=True)
-class PruneResult:
+class PruneResult(NamedTuple):
     """What [`prune`][tropical_gemm.jit.prune] did: entries removed, bytes freed, bytes left.
 
     Examples:

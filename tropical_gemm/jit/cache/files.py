@@ -20,6 +20,8 @@ short by a kill.  So:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import errno
 import hashlib
 import os
@@ -27,7 +29,6 @@ import secrets
 import shutil
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -51,8 +52,7 @@ _OPEN_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW",
                 | getattr(os, "O_CLOEXEC", 0))
 
 
-@dataclass(frozen=True)
-class Trust:
+class Trust(NamedTuple):
     """Whose files the cache accepts: this user's and root's, and a shared group's (``group``) if set."""
 
     uid: int

@@ -3,7 +3,7 @@
 Layout under the root (see docs/jit.md)::
 
     v2/                                  key schema / format version
-      nvrtc-running                      the NVRTC version this cache last saw compile
+      nvrtc-running                      the NVRTC version this cache last saw, and its library file
       sm_90/                             target: cubin for sm_90 (compute_90: PTX)
         <name>-<pkey16>-nvrtc13.0.cubin  the binary NVRTC produced, unchanged
         <name>-<pkey16>-nvrtc13.0.json   metadata (spec, options, sha256, ...), written last
@@ -25,11 +25,11 @@ import os
 import threading
 import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 from .. import compiler
 from ..compiler import CompiledKernel
-from . import maintenance
 from .config import (
     DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem,
 )
@@ -48,6 +48,13 @@ _TRANSIENT = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.
 _ATTEMPTS = 5
 
 
+def _maintenance() -> ModuleType:
+    """``cache.maintenance``, imported on first use: a warm process that only reads never needs it."""
+    from . import maintenance
+
+    return maintenance
+
+
 class DiskCache:
     """The cache under ``root``; obtain it through ``default_cache()`` so each root warns once per process."""
 
@@ -63,7 +70,8 @@ class DiskCache:
         self._problem: str | None = None  # why nothing more is written (or read, if untrusted)
         self._untrusted = False
         self._opened = False
-        self._stamp: str | None = None
+        self._swept = False
+        self._stamp: tuple[str, ...] | None = None
         self._warned: set[str] = set()
         self._guard = threading.Lock()
         self._warn_guard = threading.Lock()
@@ -99,12 +107,14 @@ class DiskCache:
             if not self._opened:
                 self._check_root()
                 self._opened = True
-        if not self._untrusted:
-            maintenance.sweep_dead_scratch(self.format_dir)
         return not self._untrusted
 
     def _may_write(self) -> bool:
+        """Whether this process may write; the first writer sweeps dead writers' debris (reads never need to)."""
         self._open(create=True)
+        if self._problem is None and not self._swept:
+            self._swept = True
+            _maintenance().sweep_dead_scratch(self.format_dir)
         return self._problem is None
 
     def _check_root(self) -> None:
@@ -152,13 +162,25 @@ class DiskCache:
         return None
 
     def _running(self, request: BuildRequest) -> str | None:
-        """The running NVRTC's version; only a process that cannot load NVRTC falls back to the recorded one."""
+        """The running NVRTC's version.
+
+        Read from the cache's record when the record names the very library
+        file this process would load (no ``dlopen`` on a warm start); else
+        asked of NVRTC, and recorded.  A process that cannot load NVRTC at all
+        falls back to the recorded version.
+        """
         if request.nvrtc_version is not None:
             return version_text(request.nvrtc_version)
+        recorded, identity = self._read_stamp()
+        if identity is not None and identity == compiler.nvrtc_identity(loaded=False):
+            return recorded
         try:
-            return version_text(compiler.nvrtc_version())
+            running = compiler.nvrtc_version()
         except compiler.NvrtcUnavailableError:  # a load-only node: the version this cache's compiles recorded
-            return self._read_stamp()
+            return recorded
+        if os.path.isdir(self.format_dir):  # else the first compile creates it, and records the version then
+            self._remember_running(running)
+        return version_text(running)
 
     def _versions_for(self, request: BuildRequest) -> list[str]:
         """NVRTC versions whose entries may serve ``request``, best first: never "newer is better".
@@ -222,20 +244,22 @@ class DiskCache:
     def _report_corrupt(self, path: Path, problem: str) -> None:
         log.warning("corrupt cache entry %s: %s; not loading it", path, problem)
 
-    def _read_stamp(self) -> str | None:
+    def _read_stamp(self) -> tuple[str | None, str | None]:
+        """The recorded NVRTC version and the identity of the library that reported it (either may be None)."""
         if self._stamp is None:
-            raw = self._read(self.format_dir / STAMP_NAME, 64)
-            self._stamp = raw.decode("ascii", "replace").strip() if raw else ""
-        return self._stamp or None
+            raw = self._read(self.format_dir / STAMP_NAME, 1024)
+            self._stamp = tuple(raw.decode("ascii", "replace").splitlines()[:2]) if raw else ()
+        version, identity = (*self._stamp, None, None)[:2]
+        return version or None, identity or None
 
     def _remember_running(self, version: tuple[int, int]) -> None:
-        """Record the NVRTC that compiled, for processes that cannot load NVRTC to ask it."""
-        text = version_text(version)
-        if self._read_stamp() == text or self._problem is not None:
+        """Record the NVRTC that ran, and its library file, for warm starts and for nodes that cannot load it."""
+        record = (version_text(version), compiler.nvrtc_identity(loaded=True) or "")
+        if self._read_stamp() == (record[0], record[1] or None) or self._problem is not None:
             return
-        self._stamp = text  # tried once per process, written or not
+        self._stamp = record  # tried once per process, written or not
         try:
-            atomic_write(self.format_dir / STAMP_NAME, (text + "\n").encode(), self.trust)
+            atomic_write(self.format_dir / STAMP_NAME, "\n".join(record).encode() + b"\n", self.trust)
         except OSError as exc:
             log.info("cannot record the running NVRTC version in %s (%s)", self.format_dir, exc)
 
@@ -380,15 +404,15 @@ class DiskCache:
 
     def entries(self) -> list[EntryInfo]:
         """Every readable entry of the current format, in no particular order."""
-        return maintenance.list_entries(self.format_dir, self.trust) if self._open() else []
+        return _maintenance().list_entries(self.format_dir, self.trust) if self._open() else []
 
     def prune(self, max_bytes: int) -> PruneResult:
         """Delete least recently used entries until the cache holds at most ``max_bytes``, and debris."""
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be zero or more, got {max_bytes}")
-        return maintenance.prune(self.format_dir, self.trust, max_bytes) if self._open() else PruneResult(0, 0, 0)
+        return _maintenance().prune(self.format_dir, self.trust, max_bytes) if self._open() else PruneResult(0, 0, 0)
 
     def clear(self) -> int:
         """Remove every entry of every format version; returns the number of entries removed."""
-        return maintenance.clear(self.root) if self._open() else 0
+        return _maintenance().clear(self.root) if self._open() else 0
 
