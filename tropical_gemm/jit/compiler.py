@@ -18,10 +18,9 @@ from __future__ import annotations
 import re
 import sys
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
-from typing import TextIO, Union
+from typing import NamedTuple, TextIO, Union
 
 COMPILE_OPTIONS: tuple[str, ...] = (
     "--std=c++17",
@@ -118,8 +117,7 @@ class UnsupportedArchError(ValueError):
     """
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """What NVRTC produces: SASS for one GPU (``cubin``) or PTX for the driver to JIT.
 
     ``cc`` is the compute capability as an integer (90 for sm_90).  A cubin
@@ -148,8 +146,7 @@ class Target:
         return (f"-arch={self.tag}", *COMPILE_OPTIONS)
 
 
-@dataclass(frozen=True)
-class CompiledKernel:
+class CompiledKernel(NamedTuple):
     """The output of one NVRTC run, with what the cache records about it.
 
     Examples:

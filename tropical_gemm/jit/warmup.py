@@ -12,8 +12,7 @@ without the start-up cost of processes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence, Union
+from typing import Callable, Iterable, NamedTuple, Sequence, Union
 
 from .cache import BuildOutcome
 from .cache.config import comma_list
@@ -40,8 +39,7 @@ class NoGpuForArchError(RuntimeError):
         self.cause = cause
 
 
-@dataclass(frozen=True)
-class NotStored:
+class NotStored(NamedTuple):
     """A kernel that was compiled but is not in the disk cache, and why."""
 
     name: str

@@ -5,8 +5,8 @@ to its file name and schema, describes the requested program (key, kernel
 name, target, options) and the binary has the recorded size and SHA-256.
 Anything else is a miss that the next writer heals.
 
-The records here (but the metadata) are NamedTuples rather than frozen
-dataclasses, as are the other records that a warm call's imports define:
+The records here are NamedTuples rather than frozen dataclasses, as are
+the other records that a warm call's imports define (but the specs):
 creating a dataclass runs generated code through the compiler, which cost
 a warm process more than its whole kernel lookup.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
@@ -30,8 +29,7 @@ _FIELD_TYPES: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class EntryMetadata:
+class EntryMetadata(NamedTuple):
     """The JSON written next to each binary: what it is, how it was built, how to verify it."""
 
     format: int
@@ -58,7 +56,7 @@ class EntryMetadata:
         return self.stem + payload_suffix(self.target)
 
     def to_json(self) -> bytes:
-        data = asdict(self)
+        data = self._asdict()
         data["options"] = list(self.options)
         return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
