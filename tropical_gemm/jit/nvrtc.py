@@ -14,6 +14,7 @@ the version that built it.
 from __future__ import annotations
 
 import ctypes
+import glob
 import importlib.util
 import os
 import sys
@@ -39,10 +40,15 @@ class NvrtcNotFound(OSError):
 
 
 def _wheel_libraries() -> list[Path]:
-    """``libnvrtc.so*`` of the ``nvidia-cuda-nvrtc`` wheel (``nvidia/cu13/lib``, ``nvidia/cuda_nvrtc/lib``)."""
+    """``libnvrtc.so*`` of the ``nvidia-cuda-nvrtc`` wheel (``nvidia/cu13/lib``, ``nvidia/cuda_nvrtc/lib``).
+
+    ``glob.glob`` rather than ``Path.glob``: a warm start runs this, and
+    the ``nvidia`` namespace of a torch install holds a dozen packages.
+    """
     spec = importlib.util.find_spec("nvidia")
     roots = list(spec.submodule_search_locations or ()) if spec is not None else []
-    return [path for root in roots for path in sorted(Path(root).glob("*/lib/libnvrtc.so.*"), reverse=True)]
+    return [Path(path) for root in roots
+            for path in sorted(glob.glob(os.path.join(glob.escape(root), "*", "lib", "libnvrtc.so.*")), reverse=True)]
 
 
 def _pathfinder_library() -> list[str]:
