@@ -275,3 +275,25 @@ def test_split_k_keeps_values_and_earliest_argmax(cp, dtype, a_shape, b_shape):
         cpu, gpu = both_engines(cp, a, b, semiring, True)
         assert_same_bits(gpu[0], cpu[0])
         assert_same_bits(gpu[1], cpu[1])
+
+
+@pytest.mark.parametrize("rank, dtype", [(3, "float32"), (14, "float64"), (20, "int64"), (25, "int32")])
+def test_gather_copies_views_of_many_axes_in_one_launch_or_by_leading_index(cp, rank, dtype):
+    """An einsum intermediate has an axis per label: permuted, it folds into up to ``rank`` dims.
+
+    Up to ``GATHER_DIMS`` the registry's gather copies it in one launch, beyond
+    that a leading index at a time; either way the copy is exact.
+    """
+    from tropical_gemm.engines import cuda_aux
+
+    rng = np.random.default_rng(rank)
+    shape = tuple(int(s) for s in rng.integers(1, 4, rank)) if rank < 14 else (2,) * rank
+    host = rng.integers(-10**6, 10**6, shape).astype(dtype)
+    perm = tuple(int(p) for p in rng.permutation(rank))
+    device_view = cp.asarray(host).transpose(perm)[..., ::-1]  # a reversed last axis: a negative stride too
+    want = np.ascontiguousarray(host.transpose(perm)[..., ::-1])
+    got = cuda_aux.contiguous(device_view)
+    assert got.flags.c_contiguous and got.dtype == want.dtype
+    np.testing.assert_array_equal(got.get(), want)
+    if dtype in ("int32", "int64"):  # an argmax of either width, copied to int32
+        np.testing.assert_array_equal(cuda_aux.contiguous(device_view, index=True).get(), want.astype(np.int32))

@@ -24,8 +24,9 @@ from ..jit.source import ELEMENTWISE_THREADS
 
 _GRID_LIMIT = 2**31 - 1
 
-#: Dims a gather indexes; arrays with more (after folding) are gathered a leading index at a time.
-GATHER_DIMS = 6
+#: Dims a gather indexes (``cuda_src/gather.cu``); arrays with more (after folding) are gathered a
+#: leading index at a time.  Einsum's views have an axis per label, and a network's fold into many.
+GATHER_DIMS = 24
 
 
 def launch(spec: KernelSpec, device: int, total: int, args: tuple) -> None:
@@ -102,7 +103,8 @@ def _gather(x: Any, out: Any, spec: KernelSpec) -> None:
             _gather(x[i], out[i], spec)
         return
     pad = GATHER_DIMS - len(sizes)
-    launch(spec, x.device.id, x.size, (x, out, *_i64(x.size, *((1,) * pad + sizes), *((0,) * pad + strides))))
+    launch(spec, x.device.id, x.size,
+           (x, out, *_i64(x.size, len(sizes), *((1,) * pad + sizes), *((0,) * pad + strides))))
 
 
 def fold_dims(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
