@@ -5,7 +5,9 @@ asks opt_einsum for a contraction order ([`plan`][tropical_gemm.einsum.plan]),
 runs each pairwise step as one batched tropical product and each
 single-operand step as one reduction ([`lower`][tropical_gemm.einsum.lower]),
 and, if asked, walks the steps' argmaxes back to the winning value of every
-contracted index ([`backtrack`][tropical_gemm.einsum.backtrack]).
+contracted index ([`backtrack`][tropical_gemm.einsum.backtrack]).  On cupy
+arrays a call signature's steps are compiled once into launches on addresses
+(``program``, ``replay``) and replayed.
 """
 
 from __future__ import annotations
@@ -156,17 +158,27 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     parsed, ops = _parse(subscripts, operands)
     kind, ops = _check_operands(ops)
     sr = get_semiring(semiring)
-    plan = make_plan(parsed, _optimize_key(optimize))
-    if kind == "torch":
-        from .torch_bridge import TorchOps
+    optimize = _optimize_key(optimize)
+    replayed = None
+    if kind == "cuda":  # the call signature's launches, bound once, on addresses
+        from . import replay
 
-        lowering: Any = TorchOps
+        replayed = replay.run(parsed, optimize, ops, sr, return_configuration)
+    if replayed is not None:
+        plan, result, argmaxes = replayed
     else:
-        lowering = array_ops(kind)
-    result, argmaxes = execute(plan, parsed, ops, lowering, sr, return_configuration)
+        plan = make_plan(parsed, optimize)
+        lowering: Any = array_ops(kind) if kind != "torch" else _torch_ops()
+        result, argmaxes = execute(plan, parsed, ops, lowering, sr, return_configuration)
     if not return_configuration:
         return result
     return result, _configuration(kind, plan, parsed, result, argmaxes, sr)
+
+
+def _torch_ops() -> Any:
+    from .torch_bridge import TorchOps
+
+    return TorchOps
 
 
 def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes: list[Any], sr: Semiring) -> dict:
