@@ -27,13 +27,20 @@ from .plan import Plan, make_plan
 __all__ = ["einsum", "einsum_plan"]
 
 
+#: Array types whose library the type alone says (numpy's, cupy's and torch's own), as they are met.
+_TYPE_KINDS: dict[type, str] = {np.ndarray: "cpu"}
+
+
 def _library(x: object) -> str:
     """"torch", "cuda" (cupy and other device arrays) or "cpu" (numpy and other host array-likes)."""
-    if type(x) is np.ndarray:  # the common case, without array_kind's DLPack device query
-        return "cpu"
-    if type(x).__module__.split(".")[0] == "torch":
-        return "torch"
-    return array_kind(x)
+    kind = _TYPE_KINDS.get(type(x))
+    if kind is not None:  # the common case, without array_kind's DLPack device query
+        return kind
+    root = type(x).__module__.split(".")[0]
+    kind = "torch" if root == "torch" else array_kind(x)
+    if root in ("numpy", "cupy", "torch"):
+        _TYPE_KINDS[type(x)] = kind
+    return kind
 
 
 def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
@@ -48,9 +55,10 @@ def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
     if kind == "cpu":
         operands = [np.asarray(x) for x in operands]
     elif kind == "cuda":
-        from ..engines import cuda
+        from ..engines import cuda, cupy_module
 
-        operands = [cuda.as_array(x) for x in operands]
+        ndarray = cupy_module().ndarray
+        operands = [x if type(x) is ndarray else cuda.as_array(x) for x in operands]
     dtypes = [x.dtype for x in operands]
     if kind == "torch":
         _check_torch_dtype(dtypes[0])
@@ -93,9 +101,10 @@ def _parse(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any
 
 
 def _shape(x: Any) -> tuple[int, ...]:
-    """``x``'s shape as a tuple of Python ints (the plan cache's key); a numpy array's already is one."""
-    if type(x) is np.ndarray:
-        return x.shape
+    """``x``'s shape as a tuple of Python ints (the plan cache's key); a numpy or cupy array's already is one."""
+    shape = getattr(x, "shape", None)
+    if type(shape) is tuple and (type(x) is np.ndarray or _TYPE_KINDS.get(type(x)) == "cuda"):
+        return shape
     return tuple(map(int, np.shape(x)))
 
 
@@ -104,7 +113,7 @@ def _optimize_key(optimize: Any) -> Any:
     if isinstance(optimize, (list, tuple)):
         if optimize and optimize[0] == "einsum_path":  # numpy.einsum_path's format
             optimize = optimize[1:]
-        return tuple(tuple(map(int, step)) for step in optimize)
+        return tuple(map(tuple, optimize))  # the plan makes its entries ints (equal keys: 1 == np.int64(1))
     if optimize is True:
         return "auto"
     if optimize is False or optimize is None:
