@@ -16,19 +16,15 @@ small steps, whose time is mostly the host's.
 * ``mis-60``, ``mis-120``: maximum independent set of random 3-regular graphs
   with the set (configuration), independence checked;
 * ``chain-100``: a chain of 100 square matrices;
-* ``overhead-16``: host time per pairwise step on 16³ products (a chain of
-  101 matrices; on cupy arrays the replayed launches), next to the array path
-  (``lower.execute``) on the same call, one bare ``tropical_gemm.matmul``
-  call, one bare prepared launch (GPU), and the array path's einsum layer
-  alone (the engine's product stubbed out).
+* ``overhead-16``: host time per pairwise step on 16³ products (a chain of 101 matrices; on cupy arrays the
+  replayed launches), beside the array path (``lower.execute``), one bare ``tropical_gemm.matmul`` call, one
+  bare prepared launch (GPU), and the array path's einsum layer alone (the engine's product stubbed out).
 
-torch-semiring-einsum contracts a whole einsum at once, so for the networks
-it runs each of our plan's steps (same order, same inputs), which is the
-best case for it; values must be identical.  Every row has ``seconds``
-(values alone) and ``seconds_with_configuration``, and the speed-ups of
-each against torch-semiring-einsum (whose steps return their argmax too).  Without it installed the
-comparison columns are skipped, with a note.  Writes
-``einsum-<device>-<date>.json`` and an SVG bar chart next to it.
+torch-semiring-einsum contracts a whole einsum at once, so for the networks it runs each of our plan's steps
+(same order, same inputs), which is the best case for it; values must be identical.  Every row has ``seconds``
+(values alone) and ``seconds_with_configuration``, and the speed-ups of each against torch-semiring-einsum
+(whose steps return their argmax too).  Without it installed the comparison columns are skipped, with a note.
+Writes ``einsum-<device>-<date>.json`` and an SVG bar chart next to it.
 
     python benchmarks/einsum.py [--device cuda|cpu] [--out DIR] [--quick] [--profile-steps] [--overhead-only]
 """
@@ -249,13 +245,16 @@ def chain_args(length: int, n: int) -> list:
     return args + [[0, length]]
 
 
+def chain_101(dev: Device) -> tuple[list, list]:
+    """101 matrices of 16² on the device, and the left fold (each result, appended last, meets the next one)."""
+    args = chain_args(101, 16)
+    return [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)], left_fold(101)
+
+
 def overhead(dev: Device, calls: int) -> dict:
     """Host time per pairwise step at 16³, warm: ``tg.einsum`` (on cupy arrays the replayed launches), the array
     path (``lower.execute``) on the same call, one bare product call, and on the GPU one bare prepared launch."""
-    args = chain_args(101, 16)
-    put = [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)]
-    # A left fold: each result is appended last, so it pairs the next matrix (now first) with the last.
-    path = left_fold(101)
+    put, path = chain_101(dev)
     a, b = put[0], put[2]
     per_einsum, per_general, per_matmul = [], [], []
     for _ in range(calls):  # interleaved rounds, best of each: robust to a shared, noisy host
@@ -280,7 +279,7 @@ def array_path(dev: Device, put: list, path: list, ops=None):
     return execute(plan, parsed, operands, ops or array_ops(dev.name), get_semiring("max_plus"), False)
 
 
-def prepared_launch(a, b, calls: int = 200) -> float:
+def prepared_launch(a, b) -> float:
     """Seconds of one bare prepared launch of the 16³ product on addresses (the replay's unit of work)."""
     import cupy
 
@@ -289,15 +288,8 @@ def prepared_launch(a, b, calls: int = 200) -> float:
     strides = tuple(s // a.itemsize for s in a.strides)
     product = cuda.prepare_product(a.shape, strides, b.shape, strides, "float32", "max_plus", False, a.device.id)
     c = cupy.empty(a.shape, a.dtype)
-    stream = cupy.cuda.get_current_stream().ptr
-    addresses = (a.data.ptr, b.data.ptr, c.data.ptr, None, stream)
-    product.launch(*addresses)
-    cupy.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        product.launch(*addresses)
-    cupy.cuda.Device().synchronize()
-    return (time.perf_counter() - t0) / calls
+    at = (a.data.ptr, b.data.ptr, c.data.ptr, None, cupy.cuda.get_current_stream().ptr)
+    return timed(lambda: [product.launch(*at) for _ in range(100)], cupy.cuda.Device().synchronize, 1)[0] / 100
 
 
 def profile_steps(dev: Device, calls: int = 200) -> None:
@@ -306,9 +298,7 @@ def profile_steps(dev: Device, calls: int = 200) -> None:
     import cProfile
     import pstats
 
-    args = chain_args(101, 16)
-    put = [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)]
-    path = left_fold(101)
+    put, path = chain_101(dev)
     tg.einsum(*put, optimize=path)
     dev.sync()
     profiler = cProfile.Profile()
@@ -395,12 +385,12 @@ def table(report: dict) -> list[str]:
 
 
 def overhead_line(r: dict) -> str:
-    launch = (f"; one bare prepared launch {r['launch_seconds_per_call'] * 1e6:.1f} us"
-              if "launch_seconds_per_call" in r else "")
+    launch = r.get("launch_seconds_per_call")
     return (f"{'overhead-16':<20}{SIZE_SMALL:<15}{r['seconds_per_step']:>11.2e}  per step "
             f"(array path {r['array_path_seconds_per_step'] * 1e6:.1f} us); bare matmul "
-            f"{r['matmul_seconds_per_call'] * 1e6:.1f} us{launch}; the array path's einsum layer alone "
-            f"(engine stubbed) {r['einsum_layer_per_step'] * 1e6:.1f} us per step")
+            f"{r['matmul_seconds_per_call'] * 1e6:.1f} us"
+            f"{'' if launch is None else f'; one prepared launch {launch * 1e6:.1f} us'}; the array path's einsum "
+            f"layer alone (engine stubbed) {r['einsum_layer_per_step'] * 1e6:.1f} us per step")
 
 
 def svg(report: dict) -> str:
@@ -442,13 +432,12 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--overhead-only", action="store_true",
                         help="only time the overhead row (host time per step at 16³), print it and exit")
     args = parser.parse_args(argv)
-    if args.profile_steps:
-        profile_steps(Device(args.device))
-        return 0
     if args.overhead_only:
         row = overhead(Device(args.device), 20 if args.quick else 50)
-        print(overhead_line(row))
-        print(row)
+        print(overhead_line(row), row, sep="\n")
+        return 0
+    if args.profile_steps:
+        profile_steps(Device(args.device))
         return 0
     report = run(args.device, args.quick)
     path = save_report(report, args.out, "einsum", table(report))

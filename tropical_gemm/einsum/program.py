@@ -75,7 +75,7 @@ class Product:
 
 @dataclass(frozen=True)
 class Rows:
-    """⊕ of each row of ``x`` (R, K) into ``out``, the first k attaining it into ``argmax`` (the ``reduce`` kernel)."""
+    """⊕ of each row of ``x`` (R, K) into ``out``, the first k attaining it into ``argmax`` (kernel ``reduce``)."""
 
     step: int
     x: View
