@@ -53,6 +53,7 @@ class Replay(NamedTuple):
     launches: tuple[tuple[Any, Refs], ...]
     arena_bytes: int
     final_bytes: int
+    result_offset: int
     result_shape: tuple[int, ...]
     dtype: np.dtype
     argmaxes: tuple["tuple[int, int, tuple[int, ...]] | None", ...]
@@ -90,7 +91,7 @@ def _launch(replay: Replay, bases: list[int]) -> tuple[Any, list[Any]]:
         stream = cupy.cuda.get_current_stream().ptr
         for kernel, refs in replay.launches:
             kernel.launch([bases[base] + offset for base, offset in refs], stream)
-    result = cupy.ndarray(replay.result_shape, replay.dtype, final.data)
+    result = cupy.ndarray(replay.result_shape, replay.dtype, final.data + replay.result_offset)
     blocks = (arena, final)
     argmaxes = [None if at is None else cupy.ndarray(at[2], np.int32, blocks[at[0]].data + at[1])
                 for at in replay.argmaxes]
@@ -128,8 +129,8 @@ def prepared(parsed: Parsed, optimize: Hashable, byte_strides: tuple[tuple[int, 
                      for launch in _launches(op, kernels, places, n, scratch.get(i)))
     argmaxes = tuple(None if buf is None else (*places.places[buf], plan.steps[t].out_shape)
                      for t, buf in enumerate(program.argmaxes))
-    return Replay(plan, launches, places.arena_bytes, places.final_bytes, plan.steps[-1].out_shape, dtype, argmaxes,
-                  device)
+    return Replay(plan, launches, places.arena_bytes, places.final_bytes, places.places[program.result][1],
+                  plan.steps[-1].out_shape, dtype, argmaxes, device)
 
 
 def _bind(op: Any, dtype: str, semiring: str, device: int) -> "tuple[Any, int] | None":
