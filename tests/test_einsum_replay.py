@@ -195,6 +195,15 @@ def test_regrouped_strides_follow_the_array_path():
     assert prog.is_c_contiguous((4, 1, 3), (3, 99, 1)) and not prog.is_c_contiguous((4, 3), (1, 4))
 
 
+@pytest.mark.parametrize("module", ["tropical_gemm.einsum.program", "tropical_gemm.engines.cuda_aux"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    failures, tried = doctest.testmod(importlib.import_module(module))
+    assert tried > 0 and failures == 0
+
+
 def test_programs_refuse_what_addresses_cannot_serve():
     assert traced("ij->ji", [np.zeros((2, 3))], False)[2] is None  # no steps: a view of the input
     assert traced("ij,jk->ik", [np.zeros((2, 0)), np.zeros((0, 3))], False)[2] is None  # a size 0

@@ -114,6 +114,18 @@ def operand_view(i: int, shape: tuple[int, ...], strides: tuple[int, ...], label
     return View(("operand", i), tuple(size[lab] for lab in order), tuple(stride[lab] for lab in order))
 
 
+def input_shapes(parsed: Parsed) -> tuple[tuple[int, ...], ...]:
+    """The operands' shapes, as ``parsed`` holds them: a label's size on each axis, 1 on a dropped broadcast axis.
+
+    Examples:
+        >>> from tropical_gemm.einsum.parse import parse_subscripts
+        >>> input_shapes(parse_subscripts("...ij,...jk->...ik", ((2, 1, 3, 4), (5, 4, 6))))
+        ((2, 1, 3, 4), (5, 4, 6))
+    """
+    return tuple(tuple(1 if axis in drop else parsed.sizes[lab] for axis, lab in enumerate(labels))
+                 for labels, drop in zip(parsed.inputs, parsed.drop))
+
+
 def is_c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """CuPy's (and numpy's) C-contiguity: size-1 axes' strides do not count; an empty array is contiguous."""
     if 0 in shape:

@@ -107,9 +107,7 @@ def prepared(parsed: Parsed, optimize: Hashable, byte_strides: tuple[tuple[int, 
     plan = make_plan(parsed, optimize)
     itemsize = dtype.itemsize
     strides = tuple(tuple(s // itemsize for s in st) for st in byte_strides)
-    shapes = tuple(tuple(parsed.sizes[lab] if axis not in drop else 1 for axis, lab in enumerate(labels))
-                   for labels, drop in zip(parsed.inputs, parsed.drop))
-    program = prog.trace(plan, parsed, shapes, strides, itemsize, want_argmax)
+    program = prog.trace(plan, parsed, prog.input_shapes(parsed), strides, itemsize, want_argmax)
     if program is None:
         return None
     bound = [_bind(op, dtype_name(dtype), semiring, device) for op in program.ops]
