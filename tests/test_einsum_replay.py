@@ -19,6 +19,8 @@ from tropical_gemm.einsum.lower import array_ops, execute, permuted, reduce_rows
 from tropical_gemm.einsum.plan import make_plan
 from tropical_gemm.semirings import get_semiring
 
+from emulated_device import DeviceArray, FakeCupy, Memory, fake_binder
+
 #: (subscripts, shapes, how to lay out each operand): "c" C-contiguous, "t" transposed, "s" strided (every
 #: other element), "r" reversed first axis (a negative stride), "b" broadcast (a zero stride).
 CASES = [
@@ -212,138 +214,18 @@ def test_programs_refuse_what_addresses_cannot_serve():
 # ------------------------------------------------- the replay itself, on an emulated device (no GPU)
 
 
-class _Memory:
-    """A flat byte array standing for device memory: addresses are offsets into it (0 is never handed out)."""
-
-    def __init__(self, nbytes: int = 1 << 22) -> None:
-        self.bytes = np.random.default_rng(9).integers(0, 256, nbytes, dtype=np.uint8)  # garbage, as cupy.empty
-        self.top = prog.ALIGN
-
-    def alloc(self, nbytes: int) -> int:
-        at = self.top
-        self.top += prog.aligned(max(nbytes, 1))
-        return at
-
-    def view(self, address: int, shape, strides, dtype) -> np.ndarray:
-        return np.ndarray(shape, dtype, buffer=self.bytes, offset=address, strides=tuple(strides))
-
-
-class _Pointer:
-    def __init__(self, memory: _Memory, ptr: int) -> None:
-        self.memory, self.ptr, self.device_id = memory, ptr, 0
-
-    def __add__(self, offset: int) -> "_Pointer":
-        return _Pointer(self.memory, self.ptr + offset)
-
-
-class _DeviceArray:
-    """What the replay reads of a cupy array: shape, strides, dtype and ``data`` (address and device)."""
-
-    def __init__(self, memory: _Memory, x: np.ndarray) -> None:
-        lo = sum(s * (n - 1) for s, n in zip(x.strides, x.shape) if s < 0)
-        hi = sum(s * (n - 1) for s, n in zip(x.strides, x.shape) if s > 0) + x.itemsize
-        self.data = _Pointer(memory, memory.alloc(hi - lo) - lo)
-        self.shape, self.strides, self.dtype, self.itemsize = x.shape, x.strides, x.dtype, x.itemsize
-        memory.view(self.data.ptr, x.shape, x.strides, x.dtype)[...] = x
-
-
-class _FakeCupy:
-    """The few CuPy names the replay uses, over ``_Memory``."""
-
-    def __init__(self, memory: _Memory) -> None:
-        import contextlib
-        import types
-
-        self.memory = memory
-        self.cuda = types.SimpleNamespace(Device=lambda device: contextlib.nullcontext(),
-                                          get_current_stream=lambda: types.SimpleNamespace(ptr=7))
-
-    def empty(self, nbytes: int, dtype) -> _DeviceArray:
-        array = _DeviceArray.__new__(_DeviceArray)
-        array.data = _Pointer(self.memory, self.memory.alloc(nbytes))
-        return array
-
-    def ndarray(self, shape, dtype, memptr: _Pointer) -> np.ndarray:
-        dtype = np.dtype(dtype)
-        strides = [s * dtype.itemsize for s in prog.contiguous_strides(tuple(shape))]
-        return self.memory.view(memptr.ptr, shape, strides, dtype)
-
-
-class _Kernel:
-    """A bound launch that runs one op of the program with numpy, at the addresses it is given."""
-
-    def __init__(self, memory: _Memory, op, semiring: str, dtype: np.dtype, swap: bool = False) -> None:
-        self.memory, self.op, self.semiring, self.dtype, self.swap = memory, op, semiring, dtype, swap
-
-    def at(self, address: int, view) -> np.ndarray:
-        return self.memory.view(address, view.shape, [s * self.dtype.itemsize for s in view.strides], self.dtype)
-
-    def out(self, address: int, shape, dtype=None) -> np.ndarray:
-        dtype = np.dtype(dtype or self.dtype)
-        return self.memory.view(address, shape, [s * dtype.itemsize for s in prog.contiguous_strides(shape)], dtype)
-
-    def launch(self, addresses, stream) -> None:
-        assert stream == 7
-        op = self.op
-        if isinstance(op, prog.Copy):
-            src, dst = addresses
-            self.out(dst, op.src.shape)[...] = self.at(src, op.src)
-        elif isinstance(op, prog.Rows):
-            x, out, idx = addresses
-            values, index = reduce_rows_cpu(self.at(x, op.x), get_semiring(self.semiring))
-            self.out(out, values.shape)[...] = values
-            self.out(idx, index.shape, np.int32)[...] = index
-        else:
-            first, second, out, idx = addresses[:4]
-            a, b = (second, first) if self.swap else (first, second)
-            assert (idx == 0) == (op.argmax is None)
-            values, index = tg.matmul(self.at(a, op.a), self.at(b, op.b), self.semiring, argmax=True)
-            self.out(out, values.shape)[...] = values
-            if idx:
-                self.out(idx, index.shape, np.int32)[...] = index
-
-
-def _fake_binder(memory: _Memory):
-    """``replay._bind`` over the emulated device: every product as a prepared one with the real forward plan
-    (operands swapped where it transposes), every third as a split one whose scratch is filled with garbage."""
-    import types
-
-    from tropical_gemm.engines.cuda import plan_forward
-
-    count = [0]
-
-    def bind(op, dtype, semiring, device):
-        dt = np.dtype(dtype)
-        if not isinstance(op, prog.Product):
-            return _Kernel(memory, op, semiring, dt), 0
-        count[0] += 1
-        plan = plan_forward(op.a.shape, op.a.strides, op.b.shape, op.b.strides, op.a.shape[:1], dtype, semiring,
-                            op.argmax is not None, 132, True)
-        kernel = _Kernel(memory, op, semiring, dt, plan.swap_operands)
-        if count[0] % 3:
-            return types.SimpleNamespace(plan=plan, kernels=(kernel,), scratch_bytes=0), 0
-
-        def split_launch(a, b, c, idx, stream, scratch):
-            memory.bytes[scratch:scratch + 512] = 255  # the partials' scratch: never where anything lives
-            _Kernel(memory, op, semiring, dt).launch((a, b, c, 0 if idx is None else idx), stream)
-
-        return types.SimpleNamespace(launch=split_launch, scratch_bytes=512), 512
-
-    return bind
-
-
 @pytest.mark.parametrize("subscripts, shapes, layouts", CASES)
 @pytest.mark.parametrize("want_argmax", [False, True])
 def test_the_replay_on_an_emulated_device_is_the_array_path(subscripts, shapes, layouts, want_argmax, monkeypatch):
     from tropical_gemm.einsum import replay
 
-    memory = _Memory()
-    monkeypatch.setattr(replay, "cupy_module", lambda: _FakeCupy(memory))
-    monkeypatch.setattr(replay, "_bind", _fake_binder(memory))
+    memory = Memory()
+    monkeypatch.setattr(replay, "cupy_module", lambda: FakeCupy(memory))
+    monkeypatch.setattr(replay, "_bind", fake_binder(memory))
     replay.prepared.cache_clear()
     try:
         host = operands_for(shapes, layouts, "float32", np.random.default_rng(len(subscripts)))
-        device = [_DeviceArray(memory, x) for x in host]
+        device = [DeviceArray(memory, x) for x in host]
         parsed, _ = _parse(subscripts, tuple(host))
         for _ in range(2):  # built, then replayed from the cache
             got = replay.run(parsed, _optimize_key("greedy"), device, get_semiring("max_plus"), want_argmax)
