@@ -95,17 +95,19 @@ def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan
 def _parse(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any]]:
     if isinstance(subscripts, str):
         ops = list(operands)
-        return parse_subscripts(subscripts, tuple(map(_shape, ops))), ops
+        return parse_subscripts(subscripts, _shapes(ops)), ops
     ops, label_lists, output = split_interleaved([subscripts, *operands])
-    return parse_interleaved(label_lists, tuple(map(_shape, ops)), output), ops
+    return parse_interleaved(label_lists, _shapes(ops), output), ops
 
 
-def _shape(x: Any) -> tuple[int, ...]:
-    """``x``'s shape as a tuple of Python ints (the plan cache's key); a numpy or cupy array's already is one."""
-    shape = getattr(x, "shape", None)
-    if type(shape) is tuple and (type(x) is np.ndarray or _TYPE_KINDS.get(type(x)) == "cuda"):
-        return shape
-    return tuple(map(int, np.shape(x)))
+def _shapes(ops: list[Any]) -> tuple[tuple[int, ...], ...]:
+    """The operands' shapes as tuples of Python ints (the plan cache's key).
+
+    numpy's and cupy's arrays (the types ``_library`` has met) already hold
+    one; torch's ``Size`` and other array-likes go through ``np.shape``.
+    """
+    kinds = _TYPE_KINDS
+    return tuple([x.shape if kinds.get(type(x), "torch") != "torch" else tuple(map(int, np.shape(x))) for x in ops])
 
 
 def _optimize_key(optimize: Any) -> Any:
