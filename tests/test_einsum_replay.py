@@ -19,7 +19,7 @@ from tropical_gemm.einsum.lower import array_ops, execute, permuted, reduce_rows
 from tropical_gemm.einsum.plan import make_plan
 from tropical_gemm.semirings import get_semiring
 
-from emulated_device import DeviceArray, FakeCupy, Memory, fake_binder
+from emulated_device import DeviceArray, FakeCupy, Memory, RecordingTiers, fake_binder
 
 #: (subscripts, shapes, how to lay out each operand): "c" C-contiguous, "t" transposed, "s" strided (every
 #: other element), "r" reversed first axis (a negative stride), "b" broadcast (a zero stride).
@@ -242,6 +242,48 @@ def test_the_replay_on_an_emulated_device_is_the_array_path(subscripts, shapes, 
                     np.testing.assert_array_equal(g, w)
     finally:
         replay.prepared.cache_clear()
+
+
+def test_a_cached_replay_runs_the_baseline_until_the_tuned_kernel_is_servable(monkeypatch):
+    """The replay's real binding (prepared products, bound ``gather`` and ``reduce``) over recorded kernels: a
+    product whose tuned kernel compiles launches the baseline, and the same cached replay swaps the tuned one in."""
+    from tropical_gemm.einsum import replay
+    from tropical_gemm.engines.cuda import binding, gpu, prepared
+
+    launches: list = []
+    tiers = RecordingTiers(launches)
+    memory = Memory()
+    monkeypatch.setattr(binding, "tiers", lambda: tiers)
+    monkeypatch.setattr(binding, "get_function", tiers.get_function)
+    monkeypatch.setattr(prepared, "tiers", lambda: tiers)
+    monkeypatch.setattr(gpu, "sm_count", lambda device: 132)
+    monkeypatch.setattr(replay, "cupy_module", lambda: FakeCupy(memory))
+    caches = (replay.prepared, prepared.prepare_product, binding._bound)
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        rng = np.random.default_rng(0)
+        x, y = rng.standard_normal((6, 5, 7)).astype(np.float32), rng.standard_normal((7, 6, 4)).astype(np.float32)
+        device = [DeviceArray(memory, x), DeviceArray(memory, y)]
+        parsed, _ = _parse("ijk,kil->jl", (x, y))
+        for compiling in (True, False):
+            tiers.compiling = compiling
+            launches.clear()
+            got = replay.run(parsed, "auto", device, get_semiring("max_plus"), True)
+            assert got is not None and all(entry[-1] == 7 for entry in launches if len(entry) > 1)
+            names = [entry[0] for entry in launches]
+            assert names == (["gather", "gather", "counted", "baseline"] if compiling
+                             else ["gather", "gather", "skinny"]), names
+        assert replay.prepared.cache_info().hits == 1
+        (x2,) = [DeviceArray(memory, x)]
+        launches.clear()
+        assert replay.run(_parse("ijk->j", (x,))[0], "auto", [x2], get_semiring("min_plus"), False) is not None
+        (gather, x_args, _), (reduce, r_args, _) = launches  # (i, k) is no view of j-major memory: a copy first
+        assert (gather, reduce) == ("gather", "reduce") and x_args[0] == x2.data.ptr and r_args[0] == x_args[1]
+        assert r_args[3:] == (5, 42, 42, 1)  # rows, k, and the copy's strides
+    finally:
+        for cache in caches:
+            cache.cache_clear()
 
 
 # ------------------------------------------------------------------------- GPU
