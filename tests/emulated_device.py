@@ -5,6 +5,8 @@
 that numpy runs at the addresses the replay passes, so the replay's own
 work (signature cache, layout, the addresses of every launch, the operand
 swap of a transposed product, K slices' scratch) runs without a GPU.
+``RecordingTiers`` stands for tiering over kernels that record their
+launches instead, so that the replay's real binding runs too.
 """
 
 from __future__ import annotations
