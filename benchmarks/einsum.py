@@ -16,19 +16,17 @@ small steps, whose time is mostly the host's.
 * ``mis-60``, ``mis-120``: maximum independent set of random 3-regular graphs
   with the set (configuration), independence checked;
 * ``chain-100``: a chain of 100 square matrices;
-* ``overhead-16``: host time per pairwise step on 16³ products (a chain of
-  101 matrices), next to one bare ``tropical_gemm.matmul`` call, and the
-  einsum layer's own share (the engine's product stubbed out).
+* ``overhead-16``: host time per pairwise step on 16³ products (a chain of 101 matrices; on cupy arrays the
+  replayed launches), beside the array path (``lower.execute``), one bare ``tropical_gemm.matmul`` call, one
+  bare prepared launch (GPU), and the array path's einsum layer alone (the engine's product stubbed out).
 
-torch-semiring-einsum contracts a whole einsum at once, so for the networks
-it runs each of our plan's steps (same order, same inputs), which is the
-best case for it; values must be identical.  Every row has ``seconds``
-(values alone) and ``seconds_with_configuration``, and the speed-ups of
-each against torch-semiring-einsum (whose steps return their argmax too).  Without it installed the
-comparison columns are skipped, with a note.  Writes
-``einsum-<device>-<date>.json`` and an SVG bar chart next to it.
+torch-semiring-einsum contracts a whole einsum at once, so for the networks it runs each of our plan's steps
+(same order, same inputs), which is the best case for it; values must be identical.  Every row has ``seconds``
+(values alone) and ``seconds_with_configuration``, and the speed-ups of each against torch-semiring-einsum
+(whose steps return their argmax too).  Without it installed the comparison columns are skipped, with a note.
+Writes ``einsum-<device>-<date>.json`` and an SVG bar chart next to it.
 
-    python benchmarks/einsum.py [--device cuda|cpu] [--out DIR] [--quick] [--profile-steps]
+    python benchmarks/einsum.py [--device cuda|cpu] [--out DIR] [--quick] [--profile-steps] [--overhead-only]
 """
 
 from __future__ import annotations
@@ -50,9 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 import tropical_gemm as tg  # noqa: E402
 from results_file import RESULTS, save_report  # noqa: E402
-from tropical_gemm.einsum import einsum_plan  # noqa: E402
-from tropical_gemm.einsum.lower import array_ops  # noqa: E402
-from tropical_gemm.einsum.plan import Pair  # noqa: E402
+from tropical_gemm.einsum import _check_operands, _optimize_key, _parse, einsum_plan  # noqa: E402
+from tropical_gemm.einsum.lower import ArrayOps, array_ops, execute  # noqa: E402
+from tropical_gemm.einsum.plan import Pair, make_plan  # noqa: E402
+from tropical_gemm.semirings import get_semiring  # noqa: E402
 
 #: A row's ``size``: its steps are large products (the issue's "large sizes" target applies), or
 #: many small steps whose time is mostly the host's (the per-step overhead target applies).
@@ -246,21 +245,51 @@ def chain_args(length: int, n: int) -> list:
     return args + [[0, length]]
 
 
-def overhead(dev: Device, calls: int) -> dict:
-    """Host time per pairwise step at 16³, warm, against one bare product call."""
+def chain_101(dev: Device) -> tuple[list, list]:
+    """101 matrices of 16² on the device, and the left fold (each result, appended last, meets the next one)."""
     args = chain_args(101, 16)
-    put = [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)]
-    # A left fold: each result is appended last, so it pairs the next matrix (now first) with the last.
-    path = left_fold(101)
+    return [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)], left_fold(101)
+
+
+def overhead(dev: Device, calls: int) -> dict:
+    """Host time per pairwise step at 16³, warm: ``tg.einsum`` (on cupy arrays the replayed launches), the array
+    path (``lower.execute``) on the same call, one bare product call, and on the GPU one bare prepared launch."""
+    put, path = chain_101(dev)
     a, b = put[0], put[2]
-    per_einsum, per_matmul = [], []
+    per_einsum, per_general, per_matmul = [], [], []
     for _ in range(calls):  # interleaved rounds, best of each: robust to a shared, noisy host
         per_einsum.append(timed(lambda: tg.einsum(*put, optimize=path), dev.sync, 1)[0])
+        per_general.append(timed(lambda: array_path(dev, put, path), dev.sync, 1)[0])
         per_matmul.append(timed(lambda: [tg.matmul(a, b) for _ in range(100)], dev.sync, 1)[0] / 100)
     per_einsum, per_matmul = min(per_einsum), min(per_matmul)
     layer = min(einsum_layer(dev, put, path) for _ in range(calls))
-    return {"case": "overhead-16", "seconds_per_step": per_einsum / 100, "matmul_seconds_per_call": per_matmul,
-            "einsum_overhead_per_step": per_einsum / 100 - per_matmul, "einsum_layer_per_step": layer / 100}
+    row = {"case": "overhead-16", "seconds_per_step": per_einsum / 100, "matmul_seconds_per_call": per_matmul,
+           "array_path_seconds_per_step": min(per_general) / 100,
+           "einsum_overhead_per_step": per_einsum / 100 - per_matmul, "einsum_layer_per_step": layer / 100}
+    if dev.name == "cuda":
+        row["launch_seconds_per_call"] = min(prepared_launch(a, b) for _ in range(calls))
+    return row
+
+
+def array_path(dev: Device, put: list, path: list, ops=None):
+    """One einsum call through the array path (``lower.execute``: views, then one engine call per step)."""
+    parsed, operands = _parse(put[0], tuple(put[1:]))
+    _, operands = _check_operands(operands)
+    plan = make_plan(parsed, _optimize_key(path))
+    return execute(plan, parsed, operands, ops or array_ops(dev.name), get_semiring("max_plus"), False)
+
+
+def prepared_launch(a, b) -> float:
+    """Seconds of one bare prepared launch of the 16³ product on addresses (the replay's unit of work)."""
+    import cupy
+
+    from tropical_gemm.engines import cuda
+
+    strides = tuple(s // a.itemsize for s in a.strides)
+    product = cuda.prepare_product(a.shape, strides, b.shape, strides, "float32", "max_plus", False, a.device.id)
+    c = cupy.empty(a.shape, a.dtype)
+    at = (a.data.ptr, b.data.ptr, c.data.ptr, None, cupy.cuda.get_current_stream().ptr)
+    return timed(lambda: [product.launch(*at) for _ in range(100)], cupy.cuda.Device().synchronize, 1)[0] / 100
 
 
 def profile_steps(dev: Device, calls: int = 200) -> None:
@@ -269,9 +298,7 @@ def profile_steps(dev: Device, calls: int = 200) -> None:
     import cProfile
     import pstats
 
-    args = chain_args(101, 16)
-    put = [dev.put(x) if i % 2 == 0 and i < len(args) - 1 else x for i, x in enumerate(args)]
-    path = left_fold(101)
+    put, path = chain_101(dev)
     tg.einsum(*put, optimize=path)
     dev.sync()
     profiler = cProfile.Profile()
@@ -285,15 +312,12 @@ def profile_steps(dev: Device, calls: int = 200) -> None:
 
 
 def einsum_layer(dev: Device, put: list, path: list) -> float:
-    """Seconds of one einsum call with the engine's product stubbed out (a ready buffer): the einsum's own
+    """Seconds of one array-path call with the engine's product stubbed out (a ready buffer): that path's own
     host time (parsing, plan lookup, views, step loop), apart from the engine's per-call path."""
-    ops = array_ops(dev.name)
+    ops = ArrayOps(None, array_ops(dev.name).strided, array_ops(dev.name).reduce_rows, array_ops(dev.name).regroup)
     ready = dev.put(np.zeros((1, 16, 16), np.float32))
     ops.product = lambda a, b, semiring, want_argmax: (ready, None)  # an instance attribute hides the method
-    try:
-        return timed(lambda: tg.einsum(*put, optimize=path), dev.sync, 1)[0]
-    finally:
-        del ops.product
+    return timed(lambda: array_path(dev, put, path, ops), dev.sync, 1)[0]
 
 
 def large_cases(dev: Device, tse, repeats: int, gpu: bool) -> list[dict]:
@@ -344,10 +368,7 @@ def table(report: dict) -> list[str]:
              f"{'+config':>9}  identical  notes"]
     for r in report["rows"]:
         if r["case"] == "overhead-16":
-            lines.append(f"{'overhead-16':<20}{SIZE_SMALL:<15}{r['seconds_per_step']:>11.2e}  per step; "
-                         f"bare matmul {r['matmul_seconds_per_call'] * 1e6:.1f} us, einsum adds "
-                         f"{r['einsum_overhead_per_step'] * 1e6:.1f} us per step; the einsum layer alone "
-                         f"(engine stubbed) {r['einsum_layer_per_step'] * 1e6:.1f} us per step")
+            lines.append(overhead_line(r))
             continue
         cells = [f"{r[k]:>{w}.3e}" if k in r else f"{'-':>{w}}"
                  for k, w in (("seconds", 11), ("seconds_with_configuration", 12), ("tse_seconds", 11))]
@@ -361,6 +382,15 @@ def table(report: dict) -> list[str]:
     if report["environment"]["note"]:
         lines.append(report["environment"]["note"])
     return lines
+
+
+def overhead_line(r: dict) -> str:
+    launch = r.get("launch_seconds_per_call")
+    return (f"{'overhead-16':<20}{SIZE_SMALL:<15}{r['seconds_per_step']:>11.2e}  per step "
+            f"(array path {r['array_path_seconds_per_step'] * 1e6:.1f} us); bare matmul "
+            f"{r['matmul_seconds_per_call'] * 1e6:.1f} us"
+            f"{'' if launch is None else f'; one prepared launch {launch * 1e6:.1f} us'}; the array path's einsum "
+            f"layer alone (engine stubbed) {r['einsum_layer_per_step'] * 1e6:.1f} us per step")
 
 
 def svg(report: dict) -> str:
@@ -399,7 +429,13 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--profile-steps", action="store_true",
                         help="only profile the overhead case's host path (cProfile, top functions) and exit")
+    parser.add_argument("--overhead-only", action="store_true",
+                        help="only time the overhead row (host time per step at 16³), print it and exit")
     args = parser.parse_args(argv)
+    if args.overhead_only:
+        row = overhead(Device(args.device), 20 if args.quick else 50)
+        print(overhead_line(row), row, sep="\n")
+        return 0
     if args.profile_steps:
         profile_steps(Device(args.device))
         return 0

@@ -5,7 +5,9 @@ asks opt_einsum for a contraction order ([`plan`][tropical_gemm.einsum.plan]),
 runs each pairwise step as one batched tropical product and each
 single-operand step as one reduction ([`lower`][tropical_gemm.einsum.lower]),
 and, if asked, walks the steps' argmaxes back to the winning value of every
-contracted index ([`backtrack`][tropical_gemm.einsum.backtrack]).
+contracted index ([`backtrack`][tropical_gemm.einsum.backtrack]).  On cupy
+arrays a call signature's steps are compiled once into launches on addresses
+(``program``, ``replay``) and replayed.
 """
 
 from __future__ import annotations
@@ -25,13 +27,20 @@ from .plan import Plan, make_plan
 __all__ = ["einsum", "einsum_plan"]
 
 
+#: Array types whose library the type alone says (numpy's, cupy's and torch's own), as they are met.
+_TYPE_KINDS: dict[type, str] = {np.ndarray: "cpu"}
+
+
 def _library(x: object) -> str:
     """"torch", "cuda" (cupy and other device arrays) or "cpu" (numpy and other host array-likes)."""
-    if type(x) is np.ndarray:  # the common case, without array_kind's DLPack device query
-        return "cpu"
-    if type(x).__module__.split(".")[0] == "torch":
-        return "torch"
-    return array_kind(x)
+    kind = _TYPE_KINDS.get(type(x))
+    if kind is not None:  # the common case, without array_kind's DLPack device query
+        return kind
+    root = type(x).__module__.split(".")[0]
+    kind = "torch" if root == "torch" else array_kind(x)
+    if root in ("numpy", "cupy", "torch"):
+        _TYPE_KINDS[type(x)] = kind
+    return kind
 
 
 def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
@@ -46,9 +55,10 @@ def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
     if kind == "cpu":
         operands = [np.asarray(x) for x in operands]
     elif kind == "cuda":
-        from ..engines import cuda
+        from ..engines import cuda, cupy_module
 
-        operands = [cuda.as_array(x) for x in operands]
+        ndarray = cupy_module().ndarray
+        operands = [x if type(x) is ndarray else cuda.as_array(x) for x in operands]
     dtypes = [x.dtype for x in operands]
     if kind == "torch":
         _check_torch_dtype(dtypes[0])
@@ -85,16 +95,19 @@ def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan
 def _parse(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any]]:
     if isinstance(subscripts, str):
         ops = list(operands)
-        return parse_subscripts(subscripts, tuple(map(_shape, ops))), ops
+        return parse_subscripts(subscripts, _shapes(ops)), ops
     ops, label_lists, output = split_interleaved([subscripts, *operands])
-    return parse_interleaved(label_lists, tuple(map(_shape, ops)), output), ops
+    return parse_interleaved(label_lists, _shapes(ops), output), ops
 
 
-def _shape(x: Any) -> tuple[int, ...]:
-    """``x``'s shape as a tuple of Python ints (the plan cache's key); a numpy array's already is one."""
-    if type(x) is np.ndarray:
-        return x.shape
-    return tuple(map(int, np.shape(x)))
+def _shapes(ops: list[Any]) -> tuple[tuple[int, ...], ...]:
+    """The operands' shapes as tuples of Python ints (the plan cache's key).
+
+    numpy's and cupy's arrays (the types ``_library`` has met) already hold
+    one; torch's ``Size`` and other array-likes go through ``np.shape``.
+    """
+    kinds = _TYPE_KINDS
+    return tuple([x.shape if kinds.get(type(x), "torch") != "torch" else tuple(map(int, np.shape(x))) for x in ops])
 
 
 def _optimize_key(optimize: Any) -> Any:
@@ -102,7 +115,7 @@ def _optimize_key(optimize: Any) -> Any:
     if isinstance(optimize, (list, tuple)):
         if optimize and optimize[0] == "einsum_path":  # numpy.einsum_path's format
             optimize = optimize[1:]
-        return tuple(tuple(map(int, step)) for step in optimize)
+        return tuple(map(tuple, optimize))  # the plan makes its entries ints (equal keys: 1 == np.int64(1))
     if optimize is True:
         return "auto"
     if optimize is False or optimize is None:
@@ -156,17 +169,27 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     parsed, ops = _parse(subscripts, operands)
     kind, ops = _check_operands(ops)
     sr = get_semiring(semiring)
-    plan = make_plan(parsed, _optimize_key(optimize))
-    if kind == "torch":
-        from .torch_bridge import TorchOps
+    optimize = _optimize_key(optimize)
+    replayed = None
+    if kind == "cuda":  # the call signature's launches, bound once, on addresses
+        from . import replay
 
-        lowering: Any = TorchOps
+        replayed = replay.run(parsed, optimize, ops, sr, return_configuration)
+    if replayed is not None:
+        plan, result, argmaxes = replayed
     else:
-        lowering = array_ops(kind)
-    result, argmaxes = execute(plan, parsed, ops, lowering, sr, return_configuration)
+        plan = make_plan(parsed, optimize)
+        lowering: Any = array_ops(kind) if kind != "torch" else _torch_ops()
+        result, argmaxes = execute(plan, parsed, ops, lowering, sr, return_configuration)
     if not return_configuration:
         return result
     return result, _configuration(kind, plan, parsed, result, argmaxes, sr)
+
+
+def _torch_ops() -> Any:
+    from .torch_bridge import TorchOps
+
+    return TorchOps
 
 
 def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes: list[Any], sr: Semiring) -> dict:

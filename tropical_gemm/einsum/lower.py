@@ -104,11 +104,15 @@ def reduce_rows_cuda(x: Any, semiring: Semiring) -> tuple[Any, Any]:
         idx = cupy.empty(rows, dtype=np.int32)
         if rows:
             kernel = get_function(make_spec("reduce", semiring.name, dtype_name(x.dtype)), x.device.id)
-            per_block = REDUCE_THREADS // 32
             sr, sk = element_strides(x)
-            kernel((-(-rows // per_block),), (REDUCE_THREADS,),
+            kernel((reduce_grid(rows),), (REDUCE_THREADS,),
                    (x, values, idx, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sk)))
     return values, idx
+
+
+def reduce_grid(rows: int) -> int:
+    """Blocks of the ``reduce`` kernel for ``rows`` rows: one warp per row."""
+    return -(-rows // (REDUCE_THREADS // 32))
 
 
 # ------------------------------------------------------------------ execution

@@ -204,21 +204,26 @@ def parse_subscripts(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Pa
     return _resolve(named, shapes, output, ellipsis, subscripts)
 
 
-def split_interleaved(args: Sequence[object]) -> tuple[list[object], list[list[Hashable]], "list[Hashable] | None"]:
-    """Operands, their label lists and the output list (or None) from ``op0, labels0, op1, labels1, ..., [out]``."""
+def split_interleaved(args: Sequence[object]) -> tuple[list[object], list[Sequence[Hashable]],
+                                                      "list[Hashable] | None"]:
+    """Operands, their label lists and the output list (or None) from ``op0, labels0, op1, labels1, ..., [out]``.
+
+    The label lists are the caller's own lists and tuples (``parse_interleaved`` reads them into tuples).
+    """
     pairs, output = list(args), None
     if len(pairs) % 2 == 1:
         output = pairs.pop()
-    operands = pairs[0::2]
     label_lists = pairs[1::2]
     for i, labs in enumerate([*label_lists, *([output] if output is not None else [])]):
+        if type(labs) is list or type(labs) is tuple:  # the common case, without isinstance's two checks
+            continue
         if isinstance(labs, str) or not isinstance(labs, (list, tuple)):
             where = f"operand {i}" if i < len(label_lists) else "the output"
             raise TypeError(
                 f"einsum's interleaved form takes a list of labels for {where}, got {type(labs).__name__}; "
                 "pass einsum(op0, [labels0], op1, [labels1], ..., [output])"
             )
-    return operands, [list(x) for x in label_lists], (list(output) if output is not None else None)
+    return pairs[0::2], label_lists, (list(output) if output is not None else None)
 
 
 def parse_interleaved(label_lists: Sequence[Sequence[Hashable]], shapes: tuple[tuple[int, ...], ...],

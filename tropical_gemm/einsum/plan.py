@@ -192,7 +192,7 @@ def contraction_path(operands: tuple[tuple[int, ...], ...], output: tuple[int, .
     if len(operands) < 2:
         return []
     if isinstance(optimize, (list, tuple)):
-        return [tuple(step) for step in optimize]
+        return [tuple(map(int, step)) for step in optimize]
     import opt_einsum
 
     symbols = {lab: opt_einsum.get_symbol(lab) for labels in operands for lab in labels}

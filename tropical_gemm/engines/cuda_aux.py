@@ -13,6 +13,7 @@ products, the K = 0 result and the copies the backward needs are the
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -97,14 +98,31 @@ def contiguous(x: Any, *, index: bool = False) -> Any:
 
 
 def _gather(x: Any, out: Any, spec: KernelSpec) -> None:
-    sizes, strides = fold_dims(x.shape, tuple(s // x.itemsize for s in x.strides))
-    if len(sizes) > GATHER_DIMS:
+    scalars = gather_scalars(x.shape, tuple(s // x.itemsize for s in x.strides))
+    if scalars is None:
         for i in range(x.shape[0]):
             _gather(x[i], out[i], spec)
         return
+    launch(spec, x.device.id, x.size, (x, out, *_i64(*scalars)))
+
+
+def gather_scalars(shape: tuple[int, ...], strides: tuple[int, ...]) -> "tuple[int, ...] | None":
+    """A gather's arguments after ``(x, out)``: the element count, the dims it walks, then ``GATHER_DIMS``
+    sizes and strides (padded at the front).
+
+    None where the view folds into more dims than a gather indexes (then it
+    is gathered a leading index at a time).  Strides are in elements.
+
+    Examples:
+        >>> scalars = gather_scalars((3, 4), (1, 3))      # a transposed 4 x 3: two dims to walk
+        >>> scalars[:2], scalars[2 + GATHER_DIMS - 2:2 + GATHER_DIMS], scalars[-2:]
+        ((12, 2), (3, 4), (1, 3))
+    """
+    sizes, steps = fold_dims(shape, strides)
+    if len(sizes) > GATHER_DIMS:
+        return None
     pad = GATHER_DIMS - len(sizes)
-    launch(spec, x.device.id, x.size,
-           (x, out, *_i64(x.size, len(sizes), *((1,) * pad + sizes), *((0,) * pad + strides))))
+    return (math.prod(shape), len(sizes), *((1,) * pad + sizes), *((0,) * pad + steps))
 
 
 def fold_dims(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
