@@ -9,6 +9,10 @@ without a GPU; the GPU tests compare the kernel itself.
 
 from __future__ import annotations
 
+import ctypes
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -45,6 +49,8 @@ def operands(rng: np.random.Generator, shapes: list, dtype: str, semiring: str) 
     for x in ops:
         if x.size:
             x.reshape(-1)[rng.integers(0, x.size, size=max(1, x.size // 6))] = zero
+    if ops[0].size:
+        ops[0][rng.integers(0, ops[0].shape[0])] = zero  # a whole slice: dead outputs, or a value never chosen
     return ops
 
 
@@ -135,3 +141,184 @@ def test_the_plan_reads_output_axes_and_known_labels_and_checks_the_zero_only_wi
     empty = [np.ones((3, 0)), np.ones((0, 4))]
     assert plan_walk(einsum_plan("ij,jk->ik", *empty), _parse("ij,jk->ik", tuple(empty))[0]).all_dead
 
+
+
+# ------------------------------------------------------------------------- GPU
+
+
+def gpu_walks(subscripts: str, ops: list, semiring: str, optimize) -> tuple[dict, dict]:
+    """The device walk and the host walk over the same GPU argmaxes (copied to the host for the latter)."""
+    import cupy
+
+    from tropical_gemm.einsum.device_walk import device_walk
+
+    plan = einsum_plan(subscripts, *ops, optimize=optimize)
+    parsed, _ = _parse(subscripts, tuple(ops))
+    sr = get_semiring(semiring)
+    result, argmaxes = execute(plan, parsed, [cupy.asarray(x) for x in ops], array_ops("cuda"), sr, True)
+    got = device_walk(plan, parsed, argmaxes, result, sr)
+    host = backtrack.host_argmaxes(argmaxes, cupy.asnumpy)
+    want = backtrack.walk(plan, parsed, host, lambda: cupy.asnumpy(result) == sr.zero(result.dtype))
+    return got, want
+
+
+def assert_same_config(got: dict, want: dict, to_host) -> None:
+    assert list(got) == list(want)
+    for name in want:
+        value = to_host(got[name])
+        assert value.dtype == want[name].dtype and value.flags.c_contiguous
+        np.testing.assert_array_equal(value, want[name], err_msg=str(name))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("semiring", semirings())
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_gpu_device_walk_equals_the_host_walk(semiring, dtype):
+    import cupy
+
+    rng = np.random.default_rng(21)
+    for subscripts, shapes, optimize in CASES:
+        ops = operands(rng, shapes, dtype, semiring)
+        got, want = gpu_walks(subscripts, ops, semiring, optimize)
+        assert_same_config(got, want, cupy.asnumpy)
+        cpu_value, cpu_config = tg.einsum(subscripts, *ops, semiring=semiring, optimize=optimize,
+                                          return_configuration=True)
+        assert_same_config(got, cpu_config, cupy.asnumpy)  # the GPU's argmaxes are the CPU's
+
+
+@pytest.mark.gpu
+def test_gpu_device_walk_on_larger_networks_and_wide_indices(monkeypatch):
+    """Grids of many blocks, a 6-d output, int64 argmaxes and int64 configurations (as for K >= 2**31)."""
+    import cupy
+
+    from tropical_gemm.einsum import device_walk as module
+
+    rng = np.random.default_rng(22)
+    big = [("ij,jk,kl,lm,mn->in", [(300, 40), (40, 50), (50, 60), (60, 30), (30, 200)], "greedy"),
+           ("abc,cd,de,efg,gh->abfh", [(5, 6, 7), (7, 8), (8, 9), (9, 4, 5), (5, 6)], "greedy"),
+           ("abcdef,fg,gh->abcdeh", [(2, 3, 2, 3, 2, 5), (5, 4), (4, 3)], [(1, 2), (0, 1)])]
+    for subscripts, shapes, optimize in big:
+        ops = operands(rng, shapes, "float32", "max_plus")
+        got, want = gpu_walks(subscripts, ops, "max_plus", optimize)
+        assert_same_config(got, want, cupy.asnumpy)
+    subscripts, shapes, optimize = CASES[2]
+    ops = operands(rng, shapes, "int64", "min_plus")
+    got, want = gpu_walks(subscripts, ops, "min_plus", optimize)
+    plan = einsum_plan(subscripts, *ops, optimize=optimize)
+    parsed, _ = _parse(subscripts, tuple(ops))
+    sr = get_semiring("min_plus")
+    result, argmaxes = execute(plan, parsed, [cupy.asarray(x) for x in ops], array_ops("cuda"), sr, True)
+    wide = [None if idx is None else cupy.asarray(cupy.asnumpy(idx).astype(np.int64)) for idx in argmaxes]
+    monkeypatch.setattr(module.backtrack, "config_dtype", lambda plan: np.dtype(np.int64))
+    wide_config = module.device_walk(plan, parsed, wide, result, sr)
+    assert_same_config(wide_config, {k: v.astype(np.int64) for k, v in want.items()}, cupy.asnumpy)
+
+
+@pytest.mark.gpu
+@pytest.mark.torch
+def test_gpu_device_walk_for_torch_tensors():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(23)
+    for semiring in ("max_plus", "min_plus"):
+        for subscripts, shapes, optimize in CASES:
+            ops = operands(rng, shapes, "float32", semiring)
+            tensors = [torch.tensor(x, device="cuda", requires_grad=True) for x in ops]
+            value, config = tg.einsum(subscripts, *tensors, semiring=semiring, optimize=optimize,
+                                      return_configuration=True)
+            _, want = tg.einsum(subscripts, *ops, semiring=semiring, optimize=optimize, return_configuration=True)
+            assert all(c.is_cuda for c in config.values())
+            assert_same_config(config, want, lambda t: t.cpu().numpy())
+
+
+WALKS_IN_A_FRESH_PROCESS = """
+    import json, os, pathlib
+    import numpy as np, cupy, tropical_gemm as tg
+    from test_einsum_device_walk import CASES, operands
+    rng = np.random.default_rng(24)
+    for dtype in ("float32", "int64"):
+        for subscripts, shapes, optimize in CASES:
+            ops = operands(rng, shapes, dtype, "max_plus")
+            got = tg.einsum(subscripts, *map(cupy.asarray, ops), optimize=optimize, return_configuration=True)[1]
+            want = tg.einsum(subscripts, *ops, optimize=optimize, return_configuration=True)[1]
+            assert all((cupy.asnumpy(got[k]) == want[k]).all() for k in want)
+    cache = pathlib.Path(os.environ["CUPY_CACHE_DIR"])
+    print(json.dumps(sorted(str(p) for p in cache.rglob("*")) if cache.exists() else []))
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_device_walk_compiles_nothing_of_cupys_own(tmp_path):
+    from jit_helpers import last_json_line, run_python
+
+    env = {"CUPY_CACHE_DIR": str(tmp_path / "cupy"), "TROPICAL_GEMM_CACHE_DIR": str(tmp_path / "ours")}
+    result = run_python(WALKS_IN_A_FRESH_PROCESS, env, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert last_json_line(result.stdout) == [], "CuPy compiled kernels of its own"
+
+
+#: cuda_src/walk.cu as host C++: one "thread", whose grid-stride loop covers every element.
+HOST_SHIM = """
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __restrict__
+typedef long long i64;
+struct Dim { i64 x; };
+static Dim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
+"""
+_HOST_TYPES = {"float32": ("float", ctypes.c_float), "float64": ("double", ctypes.c_double),
+               "int32": ("int", ctypes.c_int32), "int64": ("long long", ctypes.c_int64)}
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory) -> dict:
+    """The walk kernel of each dtype, compiled for the host by the system's C++ compiler (skip without one)."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no C++ compiler to build cuda_src/walk.cu for the host")
+    from string import Template
+
+    from tropical_gemm.jit.source import read_cuda_file
+
+    folder = tmp_path_factory.mktemp("walk")
+    kernels = {}
+    for dtype, (c_type, arg_type) in _HOST_TYPES.items():
+        source = folder / f"walk_{dtype}.cpp"
+        source.write_text(HOST_SHIM + Template(read_cuda_file("walk.cu")).substitute(name="walk", threads=1, T=c_type))
+        subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", str(source.with_suffix(".so")), str(source)],
+                       check=True)
+        function = ctypes.CDLL(str(source.with_suffix(".so"))).walk
+        function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, arg_type, ctypes.c_int64]
+        kernels[dtype] = function
+    return kernels
+
+
+def host_kernel_walk(kernels: dict, plan, parsed, argmaxes: list, result: np.ndarray, semiring: str,
+                     wide: bool) -> dict:
+    """The walk kernel on host memory; ``wide``: int64 argmaxes and configuration (as for K >= 2**31)."""
+    walk = plan_walk(plan, parsed)
+    dtype = np.dtype(np.int64) if wide else backtrack.config_dtype(plan)
+    config = [np.full(result.shape, 99, dtype=dtype) for _ in walk.labels]
+    held = {s.index: np.ascontiguousarray(argmaxes[s.index], dtype=np.int64 if wide else None) for s in walk.steps}
+    table = encode(walk, result.shape, tuple(st // result.itemsize for st in result.strides),
+                   {t: (idx.ctypes.data, idx.dtype == np.int64) for t, idx in held.items()},
+                   [c.ctypes.data for c in config], wide)
+    kernels[result.dtype.name](table.ctypes.data, result.ctypes.data if result.size else None,
+                               get_semiring(semiring).zero(result.dtype).item(), result.size)
+    return dict(zip(walk.names, config))
+
+
+@pytest.mark.parametrize("semiring", semirings())
+def test_the_kernel_compiled_for_the_host_walks_as_the_host_does(host_kernels, semiring):
+    """cuda_src/walk.cu itself (not a reading of it), on every dtype, int32 and int64 indices."""
+    rng = np.random.default_rng(25)
+    for dtype in _HOST_TYPES:
+        for subscripts, shapes, optimize in CASES:
+            ops = operands(rng, shapes, dtype, semiring)
+            plan, parsed, result, argmaxes, want = host_walk(subscripts, ops, semiring, optimize)
+            for wide in (False, True):
+                got = host_kernel_walk(host_kernels, plan, parsed, argmaxes, result, semiring, wide)
+                assert list(got) == list(want)
+                for name in want:
+                    np.testing.assert_array_equal(got[name], want[name], err_msg=f"{subscripts} {dtype} {name}")
