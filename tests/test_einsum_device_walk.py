@@ -143,6 +143,19 @@ def test_the_plan_reads_output_axes_and_known_labels_and_checks_the_zero_only_wi
 
 
 
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_every_walk_kernel_compiles_to_a_cubin_for_sm_90(dtype):
+    from tropical_gemm.jit import catalogue, kernel_source, make_spec
+    from tropical_gemm.jit.compiler import compile_program, resolve_target
+    from tropical_gemm.jit.source import kernel_options
+
+    spec = make_spec("walk", "min_plus", dtype)
+    assert spec.name == f"tg_walk_{dtype[0]}{dtype[-2:]}" and spec in catalogue(ops=["walk"])
+    result = compile_program(kernel_source(spec), spec.name, resolve_target("sm_90"), kernel_options(spec))
+    assert result.binary[:4] == b"\x7fELF" and spec.name.encode() in result.binary
+
+
 # ------------------------------------------------------------------------- GPU
 
 
