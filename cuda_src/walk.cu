@@ -6,10 +6,11 @@
 // each configured label's array address and whether some step chooses it (labels each), then per
 // step, last first: [argmax address, argmax is int64, argmax size, reads, writes], reads pairs of
 // (source, stride) -- source >= 0 a label's array, < 0 output axis -1-source -- and writes pairs of
-// (label, size), the step's chosen labels in order. A step's flat position is wrapped into its
-// argmax as numpy's take(mode="wrap") does; a read of -1 (nothing won) makes the element dead, as
-// is one whose RESULT is ZERO (check_zero) or every element (all_dead): all its labels read -1.
-// An element walks its own labels only, so the labels' arrays hold the known values on the way.
+// (label, size), the step's chosen labels in order. A read of -1 (nothing won) makes the element
+// dead, as is one whose RESULT is ZERO (check_zero) or every element (all_dead): all its labels
+// read -1, and it stops there, so a live element's positions are exact (wrapped into the argmax
+// anyway, as numpy's take(mode="wrap") would, so that no read leaves it). An element walks its
+// own labels only, so the labels' arrays hold the known values on the way.
 namespace tg_walk {
 
 __device__ __forceinline__ i64 coordinate(const i64* __restrict__ table, i64 e, i64 axis) {

@@ -13,18 +13,18 @@ The answer is the host walk's, bit for bit.  The host walk reads every
 element at every step and marks an element dead (all -1) where any of its
 reads found -1, or its output is the semiring's zero; until an element's
 first -1 its reads are exact, and after it nothing it reads matters, so a
-thread stops at its first -1.  Positions wrap into the argmax as the host's
-``take(mode="wrap")`` does, and a read through a label that an earlier read
-left at -1 cannot happen here (the element is already dead).
+thread stops at its first -1.  So a live element's positions always lie
+inside the argmax it reads (the kernel still wraps them, as the host's
+``take(mode="wrap")`` does, so that no read can leave the buffer).
 
 What the kernel needs about the plan is a small int64 table (``encode``),
 built from the walk's plan (``plan_walk``, which depends on the einsum
 alone, so it is cached) and the argmaxes' addresses, and copied to the
 device with one host-to-device copy.  No rank or step count is too large:
-the kernel reads the output's shape and the steps from the table.  Argmaxes
-that are not C-contiguous (never the case for einsum's own steps), torch
-tensors on the CPU and half-precision results are left to the host walk
-(``device_walk`` answers None).
+the kernel reads the output's shape and the steps from the table.  Cupy
+argmaxes that are not C-contiguous (never the case for einsum's own steps),
+torch tensors on the CPU and results of a dtype the kernel does not read
+are left to the host walk (``device_walk`` answers None).
 """
 
 from __future__ import annotations
