@@ -60,8 +60,8 @@ def host_walk(subscripts: str, ops: list, semiring: str, optimize) -> tuple:
     parsed, _ = _parse(subscripts, tuple(ops))
     sr = get_semiring(semiring)
     result, argmaxes = execute(plan, parsed, ops, array_ops("cpu"), sr, True)
-    return plan, parsed, result, argmaxes, backtrack.walk(plan, parsed, argmaxes, lambda: result == sr.zero(
-        result.dtype))
+    want = backtrack.walk(plan, parsed, argmaxes, lambda: result == sr.zero(result.dtype))
+    return plan, parsed, result, argmaxes, want
 
 
 def emulate(table: np.ndarray, memory: dict[int, np.ndarray], result: np.ndarray, zero) -> None:
@@ -84,7 +84,8 @@ def emulate(table: np.ndarray, memory: dict[int, np.ndarray], result: np.ndarray
             flat = 0
             for r in range(reads):
                 source, stride = map(int, table[cursor + 5 + 2 * r:cursor + 7 + 2 * r])
-                flat += (int(memory[int(addresses[source])][e]) if source >= 0 else coordinate[-1 - source]) * stride
+                known = int(memory[int(addresses[source])][e]) if source >= 0 else coordinate[-1 - source]
+                flat += known * stride
             flat = int(memory[address][flat % size])
             if flat < 0:
                 dead = True
@@ -99,7 +100,6 @@ def emulate(table: np.ndarray, memory: dict[int, np.ndarray], result: np.ndarray
                 memory[int(addresses[j])][e] = -1 if dead else 0
 
 
-
 def emulated_walk(plan, parsed, argmaxes: list, result: np.ndarray, semiring: str) -> dict:
     """The device walk's table, run by ``emulate`` on host arrays: addresses are keys of ``memory``."""
     walk = plan_walk(plan, parsed)
@@ -107,8 +107,7 @@ def emulated_walk(plan, parsed, argmaxes: list, result: np.ndarray, semiring: st
     config = [np.full(result.shape, 99, dtype=dtype) for _ in walk.labels]  # 99: never written would show
     memory = {1000 + t: np.ascontiguousarray(idx).reshape(-1) for t, idx in enumerate(argmaxes) if idx is not None}
     memory.update({2000 + j: c.reshape(-1) for j, c in enumerate(config)})
-    addresses = {t: (1000 + t, argmaxes[t].dtype == np.int64) for t in memory if t < 1000} | {
-        s.index: (1000 + s.index, argmaxes[s.index].dtype == np.int64) for s in walk.steps}
+    addresses = {s.index: (1000 + s.index, argmaxes[s.index].dtype == np.int64) for s in walk.steps}
     table = encode(walk, result.shape, tuple(st // result.itemsize for st in result.strides), addresses,
                    [2000 + j for j in range(len(config))], dtype == np.int64)
     emulate(table, memory, result, get_semiring(semiring).zero(result.dtype))
