@@ -155,6 +155,18 @@ def test_every_walk_kernel_compiles_to_a_cubin_for_sm_90(dtype):
     assert result.binary[:4] == b"\x7fELF" and spec.name.encode() in result.binary
 
 
+@pytest.mark.torch
+def test_cpu_tensors_walk_on_the_host_as_numpy_arrays_do():
+    """The host walk of torch tensors, an outer product last included (its zero read from a torch result)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(26)
+    for subscripts, shapes, optimize in CASES:
+        ops = operands(rng, shapes, "float32", "max_plus")
+        _, config = tg.einsum(subscripts, *map(torch.from_numpy, ops), optimize=optimize, return_configuration=True)
+        _, want = tg.einsum(subscripts, *ops, optimize=optimize, return_configuration=True)
+        assert_same_config(config, want, lambda t: t.numpy())
+
+
 # ------------------------------------------------------------------------- GPU
 
 

@@ -199,7 +199,8 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
 
         host, upload = to_host, (lambda v: from_host(v, result))
     def is_zero() -> Any:
-        return host(result) == sr.zero(result.dtype)
+        values = host(result)  # a numpy array: its dtype is numpy's, which a torch dtype is not
+        return values == sr.zero(values.dtype)
 
     if parsed.output:
         config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), is_zero)
