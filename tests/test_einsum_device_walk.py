@@ -41,6 +41,17 @@ CASES = [
 ]
 
 
+def random_einsum(rng: np.random.Generator) -> tuple[str, list, list]:
+    """A random network: 2 to 5 operands over 7 labels of sizes 1 to 4, a non-empty output, a random path."""
+    sizes = dict(zip("abcdefg", rng.choice([1, 2, 3, 4], size=7, p=[0.1, 0.3, 0.3, 0.3])))
+    terms = ["".join(rng.choice(list(sizes), size=rng.integers(1, 4), replace=False))
+             for _ in range(rng.integers(2, 6))]
+    used = sorted(set("".join(terms)))
+    output = "".join(rng.choice(used, size=rng.integers(1, min(3, len(used)) + 1), replace=False))
+    path = [tuple(int(p) for p in rng.choice(live, size=2, replace=False)) for live in range(len(terms), 1, -1)]
+    return f"{','.join(terms)}->{output}", [tuple(int(sizes[c]) for c in t) for t in terms], path
+
+
 def operands(rng: np.random.Generator, shapes: list, dtype: str, semiring: str) -> list[np.ndarray]:
     """Small integers (ties likely), with a few of the semiring's zero so that some outputs are dead."""
     low = 0 if semiring == "max_mul" else -3
@@ -201,7 +212,7 @@ def test_gpu_device_walk_equals_the_host_walk(semiring, dtype):
     import cupy
 
     rng = np.random.default_rng(21)
-    for subscripts, shapes, optimize in CASES:
+    for subscripts, shapes, optimize in CASES + [random_einsum(rng) for _ in range(10)]:
         ops = operands(rng, shapes, dtype, semiring)
         got, want = gpu_walks(subscripts, ops, semiring, optimize)
         assert_same_config(got, want, cupy.asnumpy)
@@ -338,7 +349,7 @@ def test_the_kernel_compiled_for_the_host_walks_as_the_host_does(host_kernels, s
     """cuda_src/walk.cu itself (not a reading of it), on every dtype, int32 and int64 indices."""
     rng = np.random.default_rng(25)
     for dtype in _HOST_TYPES:
-        for subscripts, shapes, optimize in CASES:
+        for subscripts, shapes, optimize in CASES + [random_einsum(rng) for _ in range(40)]:
             ops = operands(rng, shapes, dtype, semiring)
             plan, parsed, result, argmaxes, want = host_walk(subscripts, ops, semiring, optimize)
             for wide in (False, True):
