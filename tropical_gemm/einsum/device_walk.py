@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..dtypes import ENGINE_DTYPES
+from ..jit.source import ELEMENTWISE_THREADS  # the block size walk.cu is compiled for (its launch bounds)
 from ..semirings import Semiring
 from . import backtrack
 from .parse import Parsed
@@ -44,8 +45,6 @@ from .plan import Plan
 #: int64 entries before the table's per-axis part: rank, steps, labels, all_dead, check_zero, config_wide.
 HEADER = 6
 
-#: Threads per block of the walk kernel.
-WALK_THREADS = 256
 
 
 class WalkStep(NamedTuple):
@@ -212,6 +211,6 @@ def launch(table: int, result: int, dtype: np.dtype, total: int, semiring: Semir
     if not total:
         return
     spec = make_spec("walk", "max_plus", dtype_name(dtype))
-    grid = max(1, min(-(-total // WALK_THREADS), 2**31 - 1))
+    grid = max(1, min(-(-total // ELEMENTWISE_THREADS), 2**31 - 1))
     args = (table, result, semiring.zero(dtype), np.int64(total))
-    tiers().get_function(spec, device)((grid,), (WALK_THREADS,), args, stream=stream)
+    tiers().get_function(spec, device)((grid,), (ELEMENTWISE_THREADS,), args, stream=stream)
