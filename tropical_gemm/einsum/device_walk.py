@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -117,8 +117,9 @@ def plan_walk(plan: Plan, parsed: Parsed) -> WalkPlan:
                     tuple(j in written for j in range(len(labels))), all_dead, not root_chooses)
 
 
-def encode(walk: WalkPlan, shape: tuple[int, ...], result_strides: tuple[int, ...], argmaxes: list[Any],
-           config: list[int], config_wide: bool) -> np.ndarray:
+def encode(walk: WalkPlan, shape: tuple[int, ...], result_strides: tuple[int, ...],
+           argmaxes: "Mapping[int, tuple[int, bool]] | Sequence[tuple[int, bool]]", config: list[int],
+           config_wide: bool) -> np.ndarray:
     """The kernel's table (``cuda_src/walk.cu`` describes it): int64, to be copied to the device.
 
     ``argmaxes[t]`` is step t's ``(address, is_int64)``; ``config[j]`` the
