@@ -104,12 +104,18 @@ def run_torch(dtype: str) -> list:
 
 
 def run_einsum(tg, cupy) -> list:
-    """A contraction whose steps need a permuted copy, a ⊕-reduction and the configuration walk."""
+    """A contraction whose steps need a permuted copy, a ⊕-reduction and the configuration walk (on the GPU)."""
     rng = np.random.default_rng(3)
     x, y = random_values(rng, (6, 5, 7), "float32", 0.0), random_values(rng, (7, 6, 4), "float32", 0.0)
     got, config = tg.einsum("ijk,kil->jl", cupy.asarray(x), cupy.asarray(y), return_configuration=True)
     want, want_config = tg.einsum("ijk,kil->jl", x, y, return_configuration=True)
     assert_same_bits(got.get(), want)
+    chain = [random_values(rng, s, "float32", 0.05) for s in [(9, 8), (8, 7), (7, 6)]]  # the GPU walk
+    got_chain, chain_config = tg.einsum("ij,jk,kl->il", *map(cupy.asarray, chain), return_configuration=True)
+    want_chain, want_chain_config = tg.einsum("ij,jk,kl->il", *chain, return_configuration=True)
+    assert_same_bits(got_chain.get(), want_chain)
+    for name in want_chain_config:
+        assert_same_bits(chain_config[name].get(), want_chain_config[name])
     reduced = tg.einsum("ijk->j", cupy.asarray(x), semiring="min_plus")
     assert_same_bits(reduced.get(), tg.einsum("ijk->j", x, semiring="min_plus"))
     return [(got.get(), reduced.get())]

@@ -78,7 +78,8 @@ def test_scalar_configuration_is_read_from_the_argmaxes_where_they_lie():
     ("ij,jk->ik", [(50, 60), (60, 70)]), ("bij,bjk->kbi", [(2, 3, 40), (2, 40, 5)]), ("ij->j", [(600, 3)]),
     ("ij,jk,k,i->", [(3, 4), (4, 5), (5,), (3,)]), ("ij,jk,kl->il", [(30, 40), (40, 50), (50, 6)])])
 def test_gpu_configurations_by_every_path_equal_the_cpu(subscripts, shapes):
-    """The direct argmax (a registry gather on the device), the scalar walk on device arrays, the host walk."""
+    """The direct argmax (a registry gather on the device), the scalar walk on device arrays, and the walk
+    over several steps (the registry's walk kernel, einsum.device_walk)."""
     import cupy
 
     rng = np.random.default_rng(14)

@@ -197,7 +197,8 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
 
     Where one step chose everything (``backtrack.direct``) it is that step's
     argmax in output order, made C-contiguous on the operands' device;
-    otherwise the argmaxes are walked on the host.
+    otherwise the walk runs on the GPU (``device_walk``) or, for host
+    arrays, scalar outputs and what the GPU walk leaves, on the host.
     """
     out_labels = set(parsed.output)
     names = [name for lab, name in enumerate(parsed.names) if lab not in out_labels]
@@ -206,6 +207,12 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
         return {names[0]: _direct_index(kind, argmaxes[root], plan)}
     if kind == "cpu":
         return backtrack.walk(plan, parsed, argmaxes, lambda: result == sr.zero(result.dtype))
+    if parsed.output and names:  # on the result's GPU, in one launch (device_walk), where it can be
+        from .device_walk import device_walk
+
+        config = device_walk(plan, parsed, argmaxes, result, sr)
+        if config is not None:
+            return config
     if kind == "cuda":
         import cupy
 
@@ -215,7 +222,8 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
 
         host, upload = to_host, (lambda v: from_host(v, result))
     def is_zero() -> Any:
-        return host(result) == sr.zero(result.dtype)
+        values = host(result)  # a numpy array: its dtype is numpy's, which a torch dtype is not
+        return values == sr.zero(values.dtype)
 
     if parsed.output:
         config = backtrack.walk(plan, parsed, backtrack.host_argmaxes(argmaxes, host), is_zero)

@@ -13,7 +13,9 @@ argmax (axes permuted, missing output labels broadcast), not a gather; only
 steps under a data-dependent label need one ``take`` per step.  When one
 step alone chose anything (a product, a reduction), the configuration *is*
 that step's argmax in output order: ``direct`` finds that case, which needs
-no walk and, on the GPU, no copy to the host.
+no walk and, on the GPU, no copy to the host.  Any other walk of a GPU
+result with an output runs on the GPU (``device_walk``, one kernel launch),
+with this module's ``walk`` as its reference.
 """
 
 from __future__ import annotations

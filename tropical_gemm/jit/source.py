@@ -184,7 +184,7 @@ def fragment(spec: KernelSpec) -> str:
 _FAST_COMPILE = {"small": "min", "baseline": "min"}
 #: The small kernels around products take it too: they are bound by memory,
 #: and a first call waits for their compile.
-_FAST_COMPILE_OPS = ("combine", "merge", "fill", "gather", "gather_index", "argmax_offset")
+_FAST_COMPILE_OPS = ("combine", "merge", "fill", "gather", "gather_index", "argmax_offset", "walk")
 
 
 def kernel_options(spec: KernelSpec) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from ..semirings import get_semiring, semirings
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
                          "backward_ordered_b", "combine", "merge", "fill", "gather", "gather_index", "argmax_offset",
-                         "reduce", "widen", "narrow")
+                         "reduce", "walk", "widen", "narrow")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
 scatter into both operands with atomics (the default: one launch); the
@@ -28,7 +28,9 @@ its own: ⊕ of K slices with their argmax (``combine``), of two partial
 products (``merge``, for Dask), the K = 0 result (``fill``), strided copies
 into contiguous buffers (``gather``; ``gather_index`` to int32) and a chunk's
 argmax moved to the product's k (``argmax_offset``); and the ⊕ of each row
-of a strided matrix with its argmax (``reduce``, einsum's single-operand steps); and the casts
+of a strided matrix with its argmax (``reduce``, einsum's single-operand steps); einsum's
+configuration walk over every step's argmax, one thread per output element (``walk``, whose dtype
+is the result's, read where the zero marks an element dead); and the casts
 of half-precision storage (``widen`` a float16 array of any strides to
 float32, ``narrow`` float32 to float16 rounding to nearest even), which take
 no semiring.
@@ -42,7 +44,7 @@ FORWARD_OPS: tuple[str, ...] = ("forward", "forward_argmax")
 ORDERED_BACKWARD_OPS: tuple[str, ...] = ("backward_ordered_a", "backward_ordered_b")
 BACKWARD_OPS: tuple[str, ...] = ("backward", *ORDERED_BACKWARD_OPS)
 #: Ops whose kernel does not depend on the semiring: their specs carry max_plus and their names omit it.
-SEMIRING_FREE_OPS: tuple[str, ...] = ("gather", "gather_index", "argmax_offset")
+SEMIRING_FREE_OPS: tuple[str, ...] = ("gather", "gather_index", "argmax_offset", "walk")
 #: Ops defined for some dtypes only (the rest take every supported dtype, backward ops the float ones).
 _OP_DTYPES: dict[str, tuple[str, ...]] = {"gather_index": ("int32", "int64"), "argmax_offset": ("int32",)}
 CAST_OPS: tuple[str, ...] = ("widen", "narrow")
