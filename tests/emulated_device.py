@@ -5,8 +5,8 @@
 that numpy runs at the addresses the replay passes, so the replay's own
 work (signature cache, layout, the addresses of every launch, the operand
 swap of a transposed product, K slices' scratch) runs without a GPU.
-``RecordingTiers`` stands for tiering over kernels that record their
-launches instead, so that the replay's real binding runs too.
+``jit_helpers.RecordingTiers`` stands for tiering over kernels that record
+their launches instead, so that the replay's real binding runs too.
 """
 
 from __future__ import annotations
@@ -137,40 +137,3 @@ def fake_binder(memory: Memory):
     return bind
 
 
-class Recorder:
-    """A loaded kernel (``jit.driver.Function``'s ``bind``) whose bound launches are recorded, not run."""
-
-    def __init__(self, spec, launches: list) -> None:
-        self.spec, self.launches = spec, launches
-
-    def bind(self, grid: tuple, block: tuple, scalars: tuple) -> "BoundRecorder":
-        return BoundRecorder(self, grid, block, scalars)
-
-
-class BoundRecorder:
-    def __init__(self, function: Recorder, grid: tuple, block: tuple, scalars: tuple) -> None:
-        self.function, self.grid, self.block, self.scalars = function, grid, block, scalars
-
-    def launch(self, addresses, stream=None) -> None:
-        spec = self.function.spec
-        name = spec.tile if spec.op.startswith("forward") else spec.op
-        self.function.launches.append((name, (*addresses, *self.scalars), stream))
-
-
-class RecordingTiers:
-    """Tiering that serves the baseline while ``compiling`` is set, over recorded kernels."""
-
-    def __init__(self, launches: list) -> None:
-        self.launches, self.compiling, self.loaded = launches, True, {}
-
-    def serve_baseline(self, spec, device: int, companions: tuple = (), *, start: bool = True) -> bool:
-        return self.compiling
-
-    def get_function(self, spec, device: int) -> Recorder:
-        return self.loaded.setdefault(spec, Recorder(spec, self.launches))
-
-    def count_baseline(self, spec) -> None:
-        self.launches.append(("counted",))
-
-    def prefetch(self, specs, device: int) -> None:
-        pass

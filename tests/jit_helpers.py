@@ -14,6 +14,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tropical_gemm.jit import KernelSpec, Registry, resolve_target
 from tropical_gemm.jit.cache import default_cache
@@ -87,3 +88,45 @@ def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subproce
 def last_json_line(output: str) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
+
+
+class Recorder:
+    """A loaded kernel (``jit.driver.Function``'s ``bind``) whose bound launches are recorded, not run."""
+
+    def __init__(self, spec: Any, launches: list) -> None:
+        self.spec, self.launches = spec, launches
+
+    def bind(self, grid: tuple, block: tuple, scalars: tuple) -> "BoundRecorder":
+        return BoundRecorder(self, grid, block, scalars)
+
+
+class BoundRecorder:
+    """A bound launch: each ``launch`` appends ``(family or op, grid, block, arguments, stream)``."""
+
+    def __init__(self, function: Recorder, grid: tuple, block: tuple, scalars: tuple) -> None:
+        self.function, self.grid, self.block, self.scalars = function, grid, block, scalars
+
+    def launch(self, addresses: tuple, stream: Any = None) -> None:
+        spec = self.function.spec
+        self.function.launches.append((spec.tile if spec.op.startswith("forward") else spec.op,
+                                       self.grid, self.block, (*addresses, *self.scalars), stream))
+
+
+class RecordingTiers:
+    """Tiering that serves the baseline while ``compiling`` is set, over recorded kernels (one per spec)."""
+
+    def __init__(self, launches: list) -> None:
+        self.launches, self.compiling = launches, True
+        self.loaded: dict = {}
+
+    def serve_baseline(self, spec: Any, device: int, companions: tuple = (), *, start: bool = True) -> bool:
+        return self.compiling
+
+    def get_function(self, spec: Any, device: int) -> Recorder:
+        return self.loaded.setdefault(spec, Recorder(spec, self.launches))
+
+    def count_baseline(self, spec: Any) -> None:
+        self.launches.append(("counted",))
+
+    def prefetch(self, specs: Any, device: int) -> None:
+        pass

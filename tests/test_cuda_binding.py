@@ -14,48 +14,12 @@ from typing import Any
 
 import pytest
 
+from jit_helpers import RecordingTiers
 from tropical_gemm.engines import cuda
 from tropical_gemm.engines.cuda import binding, gpu, prepared
 from tropical_gemm.jit import driver
 
 SIGNATURE = ((256, 512), (512, 1), (512, 300), (300, 1), "float32", "max_plus")
-
-
-class Recorder:
-    """A loaded kernel that records its launches."""
-
-    def __init__(self, spec: Any, launches: list) -> None:
-        self.spec, self.launches = spec, launches
-
-    def bind(self, grid: tuple, block: tuple, scalars: tuple) -> "BoundRecorder":
-        return BoundRecorder(self, grid, block, scalars)
-
-
-class BoundRecorder:
-    def __init__(self, function: Recorder, grid: tuple, block: tuple, scalars: tuple) -> None:
-        self.function, self.grid, self.block, self.scalars = function, grid, block, scalars
-
-    def launch(self, addresses: tuple, stream: Any = None) -> None:
-        spec = self.function.spec
-        self.function.launches.append((spec.tile if spec.op.startswith("forward") else spec.op,
-                                       self.grid, self.block, (*addresses, *self.scalars), stream))
-
-
-class Tiers:
-    """Tiering that serves the baseline while ``compiling`` is set."""
-
-    def __init__(self, launches: list) -> None:
-        self.launches, self.compiling = launches, True
-        self.loaded: dict = {}  # one kernel per spec, as the registry holds them
-
-    def serve_baseline(self, spec: Any, device: int, companions: tuple = (), *, start: bool = True) -> bool:
-        return self.compiling
-
-    def get_function(self, spec: Any, device: int) -> Recorder:
-        return self.loaded.setdefault(spec, Recorder(spec, self.launches))
-
-    def count_baseline(self, spec: Any) -> None:
-        self.launches.append(("counted",))
 
 
 STREAM = 1234  # a raw stream handle
@@ -64,7 +28,7 @@ STREAM = 1234  # a raw stream handle
 @pytest.fixture
 def launches(monkeypatch: pytest.MonkeyPatch) -> list:
     recorded: list = []
-    tiers = Tiers(recorded)
+    tiers = RecordingTiers(recorded)
     monkeypatch.setattr(binding, "tiers", lambda: tiers)
     monkeypatch.setattr(binding, "get_function", tiers.get_function)
     monkeypatch.setattr(gpu, "sm_count", lambda device: 1)  # no K slices: one launch on addresses

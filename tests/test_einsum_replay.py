@@ -19,7 +19,8 @@ from tropical_gemm.einsum.lower import array_ops, execute, permuted, reduce_rows
 from tropical_gemm.einsum.plan import make_plan
 from tropical_gemm.semirings import get_semiring
 
-from emulated_device import DeviceArray, FakeCupy, Memory, RecordingTiers, fake_binder
+from emulated_device import DeviceArray, FakeCupy, Memory, fake_binder
+from jit_helpers import RecordingTiers
 
 #: (subscripts, shapes, how to lay out each operand): "c" C-contiguous, "t" transposed, "s" strided (every
 #: other element), "r" reversed first axis (a negative stride), "b" broadcast (a zero stride).
@@ -278,7 +279,7 @@ def test_a_cached_replay_runs_the_baseline_until_the_tuned_kernel_is_servable(mo
         (x2,) = [DeviceArray(memory, x)]
         launches.clear()
         assert replay.run(_parse("ijk->j", (x,))[0], "auto", [x2], get_semiring("min_plus"), False) is not None
-        (gather, x_args, _), (reduce, r_args, _) = launches  # (i, k) is no view of j-major memory: a copy first
+        (gather, _, _, x_args, _), (reduce, _, _, r_args, _) = launches  # (i, k) is no view of j-major memory: a copy first
         assert (gather, reduce) == ("gather", "reduce") and x_args[0] == x2.data.ptr and r_args[0] == x_args[1]
         assert r_args[3:] == (5, 42, 42, 1)  # rows, k, and the copy's strides
     finally:
