@@ -99,6 +99,12 @@ struct SkinnyKernel {
       for (i64 k0 = 0; k0 < K; k0 += BK) {
         const int steps = (int)((K - k0) < BK ? (K - k0) : BK);
         bool tame = true;
+        // This loop and the C tile's write-back below run a few times per
+        // thread and tile (this one once for the 4-byte tile, that one at most
+        // TM times), so they stay rolled: NVVM unrolls a loop with a run-time
+        // trip count by itself, and those copies were about a sixth of the
+        // compile (issue 15's budget).
+#pragma unroll 1
         for (int e = threadIdx.x; e < BK * TM; e += THREADS) {
           const int mm = A_ROW ? e / BK : e % TM;
           const int kk = A_ROW ? e % BK : e / TM;
@@ -117,8 +123,11 @@ struct SkinnyKernel {
           }
         } else {
           if (steps == BK) {  // the common case: index arithmetic by a constant power of two
+            // A constant trip count (the block has THREADS threads): unrolled
+            // by 4 with no remainder loop, for fewer registers and less compile.
 #pragma unroll 4
-            for (int e = threadIdx.x; e < BK * BN; e += THREADS) {
+            for (int r = 0; r < BK * BN / THREADS; ++r) {
+              const int e = threadIdx.x + r * THREADS;
               const int kk = e % BK, col = e / BK;
               T x = (n0 + col < N) ? Bb[(k0 + kk) * b_sk + (n0 + col) * b_sn] : T(0);
               if constexpr (EXACT) tame &= SR::tame(x);
@@ -158,6 +167,7 @@ struct SkinnyKernel {
         __syncthreads();
         const int rows = (int)((M - m0) < TM ? (M - m0) : TM);
         const int cols = (int)((N - n0) < BN ? (N - n0) : BN);
+#pragma unroll 1
         for (int e = threadIdx.x; e < rows * cols; e += THREADS) {
           const int col = e / rows, mm = e % rows;
           const i64 at = c_off + (m0 + mm) * c_sm + (n0 + col) * c_sn;

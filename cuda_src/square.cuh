@@ -3,6 +3,18 @@
 
 namespace tg {
 
+// A store that happens only where OK: one predicated instruction, no branch
+// (CUTLASS's global_store is written the same way).  For the integer
+// kernels' epilogue: see LEAN_EDGES.
+__device__ __forceinline__ void store_if(int* p, int v, bool ok) {
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q st.global.b32 [%0], %1;\n}"
+               :: "l"(p), "r"(v), "r"((int)ok) : "memory");
+}
+__device__ __forceinline__ void store_if(long long* p, long long v, bool ok) {
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q st.global.b64 [%0], %1;\n}"
+               :: "l"(p), "l"(v), "r"((int)ok) : "memory");
+}
+
 // -------------------------------------------------------- forward: square tile
 //
 // One block computes a BM×BN tile of C over the whole of K; each thread owns
@@ -21,6 +33,16 @@ struct SquareKernel {
   using LoadA = TileLoader<SR, T, A_ROW, BM, BK, THREADS, BM + V>;
   using LoadB = TileLoader<SR, T, !B_ROW, BN, BK, THREADS, BN + V>;
   static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
+  // The integer kernels (those with the exact path) hold the most code
+  // outside the k loop and had the longest compiles (issue 15's budget), so
+  // theirs is kept lean: the epilogue's TM×TN bounds-checked stores go
+  // through store_if (as branches they were a block each for NVVM and
+  // ptxas: a fifth of the code, over a tenth of the compile), and the first
+  // slice always takes the checked load (one copy of it there, not two).
+  // The other kernels keep both as they were: they are within the budget,
+  // and there the change moved ptxas's allocation at the 128-register cap
+  // into spills.
+  static constexpr bool LEAN_EDGES = EXACT && !ARGMAX;
   // What the thread mapping assumes of a tile shape: whole 16-byte chunks
   // per thread, staging loads that divide evenly over the block in either
   // operand layout, and at most 32 staged elements per thread (a bit mask).
@@ -163,7 +185,7 @@ struct SquareKernel {
       bool tame = true;
       bool wild = false;
       if (k_tiles > 0) {
-        if (k_tiles > 1) { la.template load<false>(ra, tame, K); lb.template load<false>(rb, tame, K); }
+        if (!LEAN_EDGES && k_tiles > 1) { la.template load<false>(ra, tame, K); lb.template load<false>(rb, tame, K); }
         else { la.template load<true>(ra, tame, K); lb.template load<true>(rb, tame, K); }
         la.store(s.a[0], ra);
         lb.store(s.b[0], rb);
@@ -200,13 +222,17 @@ struct SquareKernel {
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         const i64 m = m0 + row_of(i, ty);
-        if (m >= M) continue;
+        if (!LEAN_EDGES && m >= M) continue;
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           const i64 n = n0 + col_of(j, tx);
-          if (n >= N) continue;
-          Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
-          if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j];
+          if constexpr (LEAN_EDGES) {
+            store_if(&Cb[m * c_sm + n * c_sn], canonical(acc[i][j]), m < M && n < N);
+          } else {
+            if (n >= N) continue;
+            Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
+            if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j];
+          }
         }
       }
     }

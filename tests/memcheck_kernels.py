@@ -20,6 +20,7 @@ def launch_every_family() -> None:
         b = cp.asarray(rng.integers(-9, 9, size=(k, n)).astype(dtype))
         c, idx = tg.matmul(a, b, "max_plus", argmax=True)
         tg.matmul(cp.asfortranarray(a), b[:, ::-1], "min_max")
+        tg.matmul(a, b, "min_plus")  # integers: the predicated stores of the square kernel's edge tiles
         if a.dtype.kind == "f":
             for deterministic in (False, True):
                 tg.matmul_backward(cp.ones_like(c), a, b, idx, "max_mul", deterministic=deterministic)
