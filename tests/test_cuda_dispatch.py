@@ -69,3 +69,17 @@ def test_prepared_products_only_for_one_launch_signatures(a_shape, b_shape, argm
     """Which signatures the engine prepares (everything else goes through cupy arrays); shapes only, no GPU."""
     shape = product_shape(a_shape, b_shape)
     assert cuda_engine.one_launch_each(shape, argmax) is expected
+
+
+def test_square_argmax_products_aim_their_k_slices_at_one_block_per_sm():
+    """Each argmax slice carries its own resolve: 1024³ argmax runs 2 slices where the plain product runs 4."""
+    from tropical_gemm.engines.cuda.plan import plan_forward
+
+    def splits(argmax: bool) -> int:
+        plan = plan_forward((1024, 1024), (1024, 1), (1024, 1024), (1024, 1), (), "float32", "max_plus", argmax,
+                            132, True)
+        assert plan.spec.tile == "square"
+        return plan.splits
+
+    assert (splits(False), splits(True)) == (4, 2)
+    assert cuda_engine.k_splits(128, 1024, sms=132, waves=1) == 2

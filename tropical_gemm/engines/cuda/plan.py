@@ -27,6 +27,12 @@ SKINNY_MAX_ROWS = 16
 #: K slices are at least this deep when a product is split along K.
 MIN_SPLIT_K = 256
 
+#: Blocks per SM that the K slices of a square argmax product aim at.  Each
+#: slice of an argmax product ends with its own argmax resolve and its
+#: partials carry indices, so fewer, deeper slices win where a plain
+#: product gains from a second wave (`benchmarks/split_k.py`).
+SQUARE_ARGMAX_WAVES = 1
+
 #: The largest grid a launch asks for; the kernels loop over what lies beyond it.
 GRID_LIMIT = 2**31 - 1
 
@@ -103,15 +109,21 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
     return "small", False
 
 
-def k_splits(tiles: int, k: int, sms: int) -> int:
+def k_splits(tiles: int, k: int, sms: int, waves: int = 2) -> int:
     """K slices to run side by side when the output alone has too few tiles to fill the GPU.
 
     ⊕ is exact and associative, so slices combine to the same bits; the
-    argmax keeps the earliest slice that attains the result.
+    argmax keeps the earliest slice that attains the result.  The slices aim
+    at ``waves`` blocks per SM: two for a plain product, one for the square
+    argmax kernels (``SQUARE_ARGMAX_WAVES``).
     """
     if tiles >= sms or k < 2 * MIN_SPLIT_K:
         return 1
-    return max(1, min(-(-2 * sms // tiles), k // MIN_SPLIT_K))
+    return max(1, min(-(-waves * sms // tiles), k // MIN_SPLIT_K))
+
+
+def _waves(tile: str, op: str) -> int:
+    return SQUARE_ARGMAX_WAVES if (tile, op) == ("square", "forward_argmax") else 2
 
 
 def layout(row_stride: int, col_stride: int) -> str:
@@ -153,7 +165,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     return ForwardPlan(
         product=Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars), resolve=resolve,
         baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
-        swap_operands=transpose, splits=k_splits(tiles, k, sms) if may_split else 1,
+        swap_operands=transpose, splits=k_splits(tiles, k, sms, _waves(tile, op)) if may_split else 1,
     )
 
 
