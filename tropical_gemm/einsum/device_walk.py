@@ -36,7 +36,6 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from ..dtypes import ENGINE_DTYPES
-from ..jit.source import ELEMENTWISE_THREADS  # the block size walk.cu is compiled for (its launch bounds)
 from ..semirings import Semiring
 from . import backtrack
 from .parse import Parsed
@@ -207,11 +206,9 @@ def launch(table: int, result: int, dtype: np.dtype, total: int, semiring: Semir
            stream: "int | None") -> None:
     """One launch of the walk kernel over ``total`` output elements, on ``stream`` (None: CuPy's current one)."""
     from ..dtypes import dtype_name
-    from ..jit import make_spec, tiers
+    from ..engines import cuda_aux
+    from ..jit import make_spec
 
-    if not total:
-        return
-    spec = make_spec("walk", "max_plus", dtype_name(dtype))
-    grid = max(1, min(-(-total // ELEMENTWISE_THREADS), 2**31 - 1))
-    args = (table, result, semiring.zero(dtype), np.int64(total))
-    tiers().get_function(spec, device)((grid,), (ELEMENTWISE_THREADS,), args, stream=stream)
+    if total:
+        cuda_aux.launch(make_spec("walk", "max_plus", dtype_name(dtype)), device, total,
+                        (table, result, semiring.zero(dtype), np.int64(total)), stream)

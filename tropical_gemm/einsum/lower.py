@@ -94,7 +94,7 @@ def reduce_rows_cuda(x: Any, semiring: Semiring) -> tuple[Any, Any]:
     import cupy
 
     from ..dtypes import dtype_name
-    from ..jit import get_function, make_spec
+    from ..jit import get_function
 
     rows, k = x.shape
     if k >= 2**31:
@@ -103,16 +103,22 @@ def reduce_rows_cuda(x: Any, semiring: Semiring) -> tuple[Any, Any]:
         values = cupy.empty(rows, dtype=x.dtype)
         idx = cupy.empty(rows, dtype=np.int32)
         if rows:
-            kernel = get_function(make_spec("reduce", semiring.name, dtype_name(x.dtype)), x.device.id)
-            sr, sk = element_strides(x)
-            kernel((reduce_grid(rows),), (REDUCE_THREADS,),
-                   (x, values, idx, np.int64(rows), np.int64(k), np.int64(sr), np.int64(sk)))
+            launch = reduce_launch(semiring.name, dtype_name(x.dtype), rows, k, element_strides(x))
+            get_function(launch.spec, x.device.id)((launch.grid,), (launch.block,),
+                                                    (x, values, idx, *map(np.int64, launch.scalars)))
     return values, idx
 
 
-def reduce_grid(rows: int) -> int:
-    """Blocks of the ``reduce`` kernel for ``rows`` rows: one warp per row."""
-    return -(-rows // (REDUCE_THREADS // 32))
+def reduce_launch(semiring: str, dtype: str, rows: int, k: int, strides: tuple[int, int]) -> Any:
+    """The ``reduce`` kernel's launch (an engine ``Plan``) over ``rows`` rows of ``k``: one warp per row.
+
+    Its arguments after ``(x, values, argmax)`` are the rows, k and ``x``'s two strides in elements.
+    """
+    from ..engines.cuda.plan import Plan as Launch
+    from ..jit import make_spec
+
+    return Launch(make_spec("reduce", semiring, dtype), -(-rows // (REDUCE_THREADS // 32)), REDUCE_THREADS,
+                  (rows, k, *strides))
 
 
 # ------------------------------------------------------------------ execution

@@ -31,7 +31,7 @@ from ..dtypes import dtype_name, is_half
 from ..engines import cupy_module
 from ..semirings import Semiring
 from . import program as prog
-from .lower import REDUCE_THREADS, permuted, reduce_grid
+from .lower import permuted, reduce_launch
 from .parse import Parsed
 from .plan import Plan, make_plan
 
@@ -139,10 +139,8 @@ def _bind(op: Any, dtype: str, semiring: str, device: int) -> "tuple[Any, int] |
     a reduction and a copy are one bound registry kernel each.
     """
     from ..engines.cuda import bind, prepare_product
-    from ..engines.cuda.plan import Plan as Launch, elementwise_grid
-    from ..engines.cuda_aux import gather_scalars
+    from ..engines.cuda_aux import gather_launch
     from ..jit import make_spec
-    from ..jit.source import ELEMENTWISE_THREADS
 
     if isinstance(op, prog.Product):
         a, b = op.a, op.b
@@ -150,16 +148,9 @@ def _bind(op: Any, dtype: str, semiring: str, device: int) -> "tuple[Any, int] |
                                   device)
         return None if product is None else (product, product.scratch_bytes)
     if isinstance(op, prog.Rows):
-        rows, k = op.x.shape
-        launch = Launch(make_spec("reduce", semiring, dtype), reduce_grid(rows), REDUCE_THREADS,
-                        (rows, k, *op.x.strides))
-        return bind(launch, device), 0
-    scalars = gather_scalars(op.src.shape, op.src.strides)
-    if scalars is None:
-        return None
-    launch = Launch(make_spec("gather", "max_plus", dtype), elementwise_grid(scalars[0]), ELEMENTWISE_THREADS,
-                    scalars)
-    return bind(launch, device), 0
+        return bind(reduce_launch(semiring, dtype, *op.x.shape, op.x.strides), device), 0
+    launch = gather_launch(make_spec("gather", "max_plus", dtype), op.src.shape, op.src.strides)
+    return None if launch is None else (bind(launch, device), 0)
 
 
 class _Sliced:

@@ -22,18 +22,18 @@ from . import cupy_module
 from ..dtypes import dtype_name
 from ..jit import KernelSpec, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS
-
-_GRID_LIMIT = 2**31 - 1
+from .cuda.plan import Plan, elementwise_grid
 
 #: Dims a gather indexes (``cuda_src/gather.cu``); arrays with more (after folding) are gathered a
 #: leading index at a time.  Einsum's views have an axis per label, and a network's fold into many.
 GATHER_DIMS = 24
 
 
-def launch(spec: KernelSpec, device: int, total: int, args: tuple) -> None:
-    """One thread per element of ``total``: the grid covers it (capped; the kernels loop)."""
-    grid = max(1, min(-(-total // ELEMENTWISE_THREADS), _GRID_LIMIT))
-    tiers().get_function(spec, device)((grid,), (ELEMENTWISE_THREADS,), args)  # after its prefetch, if any
+def launch(spec: KernelSpec, device: int, total: int, args: tuple, stream: "int | None" = None) -> None:
+    """One thread per element of ``total``: the grid covers it (capped; the kernels loop); ``stream``: a raw
+    handle, None for CuPy's current stream."""
+    grid = (elementwise_grid(total),)
+    tiers().get_function(spec, device)(grid, (ELEMENTWISE_THREADS,), args, stream=stream)  # after its prefetch, if any
 
 
 def combine_spec(semiring: str, dtype: str) -> KernelSpec:
@@ -104,6 +104,13 @@ def _gather(x: Any, out: Any, spec: KernelSpec) -> None:
             _gather(x[i], out[i], spec)
         return
     launch(spec, x.device.id, x.size, (x, out, *_i64(*scalars)))
+
+
+def gather_launch(spec: KernelSpec, shape: tuple[int, ...], strides: tuple[int, ...]) -> "Plan | None":
+    """The launch (an engine ``Plan``, to bind) of a gather of ``shape``/``strides`` (in elements), or None
+    where the view folds into more dims than a gather indexes."""
+    scalars = gather_scalars(shape, strides)
+    return None if scalars is None else Plan(spec, elementwise_grid(scalars[0]), ELEMENTWISE_THREADS, scalars)
 
 
 def gather_scalars(shape: tuple[int, ...], strides: tuple[int, ...]) -> "tuple[int, ...] | None":
