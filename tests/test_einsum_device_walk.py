@@ -38,16 +38,21 @@ CASES = [
     ("jm,mk,j,ki->i", [(2, 2), (2, 3), (2,), (3, 2)], [(0, 1), (0, 2), (0, 1)]),
     ("ijk,kil->jl", [(3, 4, 5), (5, 3, 2)], "greedy"),
     ("ij,jk,kl->il", [(3, 0), (0, 4), (4, 2)], [(0, 1), (0, 1)]),
+    # scalar outputs (a network's optimum): one element walks every step
+    ("ij,jk,kl->", [(4, 5), (5, 6), (6, 3)], [(0, 1), (0, 1)]),
+    ("a,ab,bc,cd->", [(3,), (3, 4), (4, 5), (5, 2)], "greedy"),
+    ("ab,bc,ca->", [(3, 4), (4, 2), (2, 3)], "greedy"),
+    ("ij,jk,k->", [(3, 0), (0, 4), (4,)], [(0, 1), (0, 1)]),
 ]
 
 
 def random_einsum(rng: np.random.Generator) -> tuple[str, list, list]:
-    """A random network: 2 to 5 operands over 7 labels of sizes 1 to 4, a non-empty output, a random path."""
+    """A random network: 2 to 5 operands over 7 labels of sizes 1 to 4, an output of 0 to 3 labels, a random path."""
     sizes = dict(zip("abcdefg", rng.choice([1, 2, 3, 4], size=7, p=[0.1, 0.3, 0.3, 0.3])))
     terms = ["".join(rng.choice(list(sizes), size=rng.integers(1, 4), replace=False))
              for _ in range(rng.integers(2, 6))]
     used = sorted(set("".join(terms)))
-    output = "".join(rng.choice(used, size=rng.integers(1, min(3, len(used)) + 1), replace=False))
+    output = "".join(rng.choice(used, size=rng.integers(0, min(3, len(used)) + 1), replace=False))
     path = [tuple(int(p) for p in rng.choice(live, size=2, replace=False)) for live in range(len(terms), 1, -1)]
     return f"{','.join(terms)}->{output}", [tuple(int(sizes[c]) for c in t) for t in terms], path
 

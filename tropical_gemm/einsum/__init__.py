@@ -197,8 +197,9 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
 
     Where one step chose everything (``backtrack.direct``) it is that step's
     argmax in output order, made C-contiguous on the operands' device;
-    otherwise the walk runs on the GPU (``device_walk``) or, for host
-    arrays, scalar outputs and what the GPU walk leaves, on the host.
+    otherwise the walk runs on the GPU (``device_walk``, a scalar output
+    included: one thread, no host round trip per step) or, for host arrays
+    and what the GPU walk leaves, on the host.
     """
     out_labels = set(parsed.output)
     names = [name for lab, name in enumerate(parsed.names) if lab not in out_labels]
@@ -207,7 +208,7 @@ def _configuration(kind: str, plan: Plan, parsed: Parsed, result: Any, argmaxes:
         return {names[0]: _direct_index(kind, argmaxes[root], plan)}
     if kind == "cpu":
         return backtrack.walk(plan, parsed, argmaxes, lambda: result == sr.zero(result.dtype))
-    if parsed.output and names:  # on the result's GPU, in one launch (device_walk), where it can be
+    if names:  # on the result's GPU, in one launch (device_walk), where it can be
         from .device_walk import device_walk
 
         config = device_walk(plan, parsed, argmaxes, result, sr)

@@ -122,6 +122,8 @@ def walk_scalar(plan: Plan, parsed: Parsed, argmaxes: list[Any], is_zero: Callab
     dead = bool(plan.steps) and not _chosen(plan.steps[-1]) and bool(is_zero())
     for step, idx in zip(reversed(plan.steps), reversed(argmaxes)):
         labels = _chosen(step)
+        if dead:  # every label reads -1, and an earlier step's argmax may be empty
+            break
         if not labels:
             continue
         flat = -1 if 0 in step.k_sizes else int(idx[tuple(known.get(x, 0) for x in step.result)])

@@ -132,7 +132,7 @@ def encode(walk: WalkPlan, shape: tuple[int, ...], result_strides: tuple[int, ..
         >>> encode(walk, (2, 4), (4, 1), [(1000, False)], [2000], False).tolist()
         [2, 1, 1, 0, 0, 0, 2, 4, 4, 1, 4, 1, 2000, 1, 1000, 0, 8, 2, 1, -1, 4, -2, 1, 0, 3]
     """
-    out_strides = np.cumprod((1,) + shape[:0:-1])[::-1]
+    out_strides = np.cumprod((1,) + shape[:0:-1])[::-1] if shape else ()  # a scalar output has no axes
     table = [len(shape), len(walk.steps), len(walk.labels), int(walk.all_dead), int(walk.check_zero),
              int(config_wide), *shape, *map(int, out_strides), *result_strides, *config, *map(int, walk.chosen)]
     for step in walk.steps:
@@ -144,7 +144,7 @@ def encode(walk: WalkPlan, shape: tuple[int, ...], result_strides: tuple[int, ..
 
 def device_walk(plan: Plan, parsed: Parsed, argmaxes: list[Any], result: Any, semiring: Semiring
                 ) -> "dict[Any, Any] | None":
-    """The configuration of a non-scalar output, walked on the result's GPU; None where the host must walk.
+    """The configuration, walked on the result's GPU (a scalar output is one element); None where the host must walk.
 
     ``result`` and ``argmaxes`` are cupy arrays or CUDA torch tensors; the
     configuration comes back in the same library, one C-contiguous array per
