@@ -10,7 +10,9 @@ namespace tg {
 // owns one column of C and TM rows; the TM×BK slice of A is staged in shared
 // memory and read as broadcasts; B streams once from memory, coalesced when
 // its rows are contiguous.  No lane idles on a tile edge beyond the last
-// column block.
+// column block.  The vector tile (TM = 1) serves products with one row,
+// matrix-vector steps such as an HMM's: TM = 8 would spend seven eighths of
+// its ⊗ on rows that do not exist, which an argmax pays four times over.
 
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BN, int BK, int TM>
 struct SkinnyKernel {
@@ -28,11 +30,16 @@ struct SkinnyKernel {
   template <bool WIDE>
   __device__ static void step(const T (&sa)[BK][TM], T b, int kk, i64 k, T (&acc)[TM], int (&idx)[TM]) {
     T a[TM];
+    if constexpr (TM % V == 0) {
 #pragma unroll
-    for (int c = 0; c < TM / V; ++c) {
-      Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(&sa[kk][c * V]);
+      for (int c = 0; c < TM / V; ++c) {
+        Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(&sa[kk][c * V]);
 #pragma unroll
-      for (int x = 0; x < V; ++x) a[c * V + x] = v.v[x];
+        for (int x = 0; x < V; ++x) a[c * V + x] = v.v[x];
+      }
+    } else {  // the vector tile (TM = 1): a broadcast of one value
+#pragma unroll
+      for (int i = 0; i < TM; ++i) a[i] = sa[kk][i];
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {

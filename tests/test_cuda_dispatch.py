@@ -31,7 +31,9 @@ def test_batch_strides_zero_where_operand_broadcasts():
 @pytest.mark.parametrize(
     "m,n,k,batches,expected",
     [(4096, 4096, 4096, 1, ("square", False)), (8, 4096, 64, 1, ("skinny", False)), (2**21, 4, 4, 1, ("skinny", True)),
-     (16, 16, 16, 1, ("skinny", False)), (1, 1, 1, 1, ("skinny", False)),
+     (16, 16, 16, 1, ("skinny", False)), (1, 1, 1, 1, ("vector", False)),
+     # one row, or one column (transposed): the vector tile
+     (1, 4096, 4096, 1, ("vector", False)), (4096, 1, 4096, 1, ("vector", True)), (2, 4096, 64, 1, ("skinny", False)),
      # 4 square tiles and no K split: the small family's 64 blocks instead
      (256, 256, 256, 1, ("small", False)), (17, 17, 17, 1, ("small", False)),
      # 16 tiles x 9 K slices = 144 blocks fill 132 SMs; 16 x 2 do not

@@ -43,8 +43,8 @@ class TileShape(NamedTuple):
     the square and small kernels unroll; 0 takes the preamble's
     ``TG_UNROLL``.  Fewer unrolled steps mean less code for NVVM and ptxas
     to optimise, so a shorter compile (issue 15's budget of a tuned kernel).
-    For the skinny family, BN is the columns per block, TM the rows each
-    thread keeps, BK the K chunk staged in shared memory.
+    For the skinny and vector families, BN is the columns per block, TM the
+    rows each thread keeps, BK the K chunk staged in shared memory.
     """
 
     bm: int
@@ -81,6 +81,9 @@ _SMALL = TileShape(32, 32, 8, 4, 4, min_blocks=4)
 # BK=16 (more resident blocks) measured slower on 2²¹×4×4 and 8×4096×4096.
 _SKINNY_4_BYTE = TileShape(8, 256, 32, 8, 1)
 _SKINNY_8_BYTE = TileShape(8, 256, 16, 8, 1)  # keeps the staged B slice within 48 KiB
+# The skinny kernel with one row per thread, for products with one row.
+_VECTOR_4_BYTE = TileShape(1, 256, 32, 1, 1)
+_VECTOR_8_BYTE = TileShape(1, 256, 16, 1, 1)
 # One thread per output (bm: outputs per block); only the block size is used.
 _BASELINE = TileShape(256, 1, 1, 1, 1)
 
@@ -95,11 +98,14 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("small", d, op): _SMALL for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
     **{("skinny", d, op): _SKINNY_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
     **{("skinny", d, op): _SKINNY_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
+    **{("vector", d, op): _VECTOR_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
+    **{("vector", d, op): _VECTOR_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
     **{("baseline", d, op): _BASELINE for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
 }
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.
 _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu",
+                      "vector": "forward_skinny.cu",
                       "baseline": "forward_baseline.cu"}
 
 #: The fragment of each op that is not a forward, where its file is not named after the op.

@@ -24,6 +24,10 @@ from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_stri
 #: many rows use the skinny family: a square tile would leave most lanes idle.
 SKINNY_MAX_ROWS = 16
 
+#: The tile families whose argmax records slices, resolved to the exact k by a second launch (the
+#: skinny and vector kernels compare every candidate; the baseline is one pass).
+RESOLVED_TILES = ("square", "small")
+
 #: K slices are at least this deep when a product is split along K.
 MIN_SPLIT_K = 256
 
@@ -92,8 +96,9 @@ class ForwardPlan(NamedTuple):
 def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: int) -> tuple[str, bool]:
     """The tile family, and whether to compute C^T = B^T ⊗ A^T so the short side is M.
 
-    * "skinny" when M or N is at most ``SKINNY_MAX_ROWS``: a square tile would
-      leave most lanes idle;
+    * "vector" when M or N is 1 (a matrix-vector product), "skinny" when it
+      is at most ``SKINNY_MAX_ROWS``: a square tile would leave most lanes
+      idle;
     * "square", the tuned register tile (128×128 for 4-byte types), when its
       blocks, K slices included, give every SM at least one;
     * "small", a 32×32 tile, otherwise: a product too small to fill the GPU
@@ -101,7 +106,7 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
       compiles in about a third of the time, which a first call waits for.
     """
     if min(m, n) <= SKINNY_MAX_ROWS:
-        return "skinny", n < m
+        return "vector" if min(m, n) == 1 else "skinny", n < m
     square = TILE_SHAPES[("square", dtype, op)]
     tiles = -(-m // square.bm) * -(-n // square.bn) * batches
     if tiles * k_splits(tiles, k, sms) >= sms:
@@ -157,7 +162,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())
     per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
     resolve = None
-    if argmax and tile != "skinny":
+    if argmax and tile in RESOLVED_TILES:
         # the square argmax left slice numbers in idx: the resolve reads the same arguments, and the slice depth
         resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, scalars,
                        (shape.bk,))
