@@ -60,9 +60,8 @@ struct SquareKernel {
   __device__ static int row_of(int i, int ty) { return (i / V) * (BM / CM) + ty * V + (i % V); }
   __device__ static int col_of(int j, int tx) { return (j / V) * (BN / CN) + tx * V + (j % V); }
 
-  // One k step on every owned output (the fast ⊗).
-  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, T (&acc)[TM][TN]) {
-    T a[TM], b[TN];
+  // This thread's A and B values of k step kk: 128-bit shared-memory loads.
+  __device__ static void fragments(const Smem& s, int buf, int kk, int ty, int tx, T (&a)[TM], T (&b)[TN]) {
 #pragma unroll
     for (int c = 0; c < CM; ++c) {
       Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(&s.a[buf][kk][c * (BM / CM) + ty * V]);
@@ -75,10 +74,27 @@ struct SquareKernel {
 #pragma unroll
       for (int x = 0; x < V; ++x) b[c * V + x] = v.v[x];
     }
+  }
+
+  // One k step on every owned output (the fast ⊗).
+  __device__ static void step(const Smem& s, int buf, int kk, int ty, int tx, T (&acc)[TM][TN]) {
+    T a[TM], b[TN];
+    fragments(s, buf, kk, ty, tx, a, b);
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
       for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+    }
+  }
+
+  // The first k step of a slice alone: its ⊗, with no ⊕ (the argmax's slice value starts there).
+  __device__ static void first_step(const Smem& s, int buf, int ty, int tx, T (&part)[TM][TN]) {
+    T a[TM], b[TN];
+    fragments(s, buf, 0, ty, tx, a, b);
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+      for (int j = 0; j < TN; ++j) part[i][j] = SR::template mul_fast<T>(a[i], b[j]);
     }
   }
 
@@ -125,27 +141,49 @@ struct SquareKernel {
     }
   }
 
-  // The argmax variant reduces each BK-deep slice exactly as the plain
-  // product does and records, per output, the last slice that strictly
-  // improved its value: one compare and one select per output per slice,
+  // A slice's own ⊕ of its ⊗ (the argmax's slice value), from its first
+  // step's ⊗: the fast path pays no ⊕ with the zero there.
+  template <bool WIDE>
+  __device__ static void slice_values(const Smem& s, int buf, int steps, int ty, int tx, T (&part)[TM][TN]) {
+    if constexpr (WIDE) {
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) part[i][j] = SR::template zero<T>();
+      consume_exact(s, buf, steps, ty, tx, part);
+    } else {
+      first_step(s, buf, ty, tx, part);
+      if (steps == BK) {
+#pragma unroll
+        for (int kk = 1; kk < BK; ++kk) step(s, buf, kk, ty, tx, part);
+      } else {
+        for (int kk = 1; kk < steps; ++kk) step(s, buf, kk, ty, tx, part);
+      }
+    }
+  }
+
+  // The argmax variant reduces each BK-deep slice on its own, then folds it
+  // into the running value and records, per output, the last slice that
+  // strictly improved it: a compare, a select and a ⊕ per output per slice,
   // instead of a compare and two selects per candidate.  That slice holds
   // the first k attaining the final value (ties keep the earlier k), and
-  // ArgmaxResolve finds it there afterwards.
+  // ArgmaxResolve finds it there afterwards.  ⊕ is exact and associative,
+  // so the value is the plain product's, bit for bit (as with K slices).
+  // The slice's own value, rather than a copy of the running one before
+  // it, keeps the loop free of register moves.
   template <bool WIDE>
   __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 slice,
                                  T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     if constexpr (ARGMAX) {
-      T before[TM][TN];
+      T part[TM][TN];
+      slice_values<WIDE>(s, buf, steps, ty, tx, part);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) before[i][j] = acc[i][j];
-      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-          if (SR::template better<T>(acc[i][j], before[i][j])) idx[i][j] = (int)slice;
+        for (int j = 0; j < TN; ++j) {
+          if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = (int)slice;
+          acc[i][j] = SR::template add<T>(acc[i][j], part[i][j]);
+        }
     } else {
       consume_values<WIDE>(s, buf, steps, ty, tx, acc);
     }
