@@ -141,42 +141,50 @@ struct SquareKernel {
     }
   }
 
-  // A slice's own ⊕ of its ⊗ (the argmax's slice value), from its first
-  // step's ⊗: the fast path pays no ⊕ with the zero there.
-  template <bool WIDE>
+  // A slice's own ⊕ of its ⊗ (the argmax's slice value).  float's ⊕
+  // (fmaxf, fminf) takes a NaN on either side and integers have none, so
+  // the slice may start from its first ⊗ and pay no ⊕ with the zero there;
+  // double's ⊕ is a compare-select that assumes the running value is never
+  // NaN (see acc_max), so there the slice starts from the zero.
   __device__ static void slice_values(const Smem& s, int buf, int steps, int ty, int tx, T (&part)[TM][TN]) {
-    if constexpr (WIDE) {
+    int from = 0;
+    if constexpr (!IsFloat<T>::value || sizeof(T) == 4) {
+      first_step(s, buf, ty, tx, part);
+      from = 1;
+    } else {
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) part[i][j] = SR::template zero<T>();
-      consume_exact(s, buf, steps, ty, tx, part);
-    } else {
-      first_step(s, buf, ty, tx, part);
-      if (steps == BK) {
+    }
+    if (steps == BK) {
 #pragma unroll
-        for (int kk = 1; kk < BK; ++kk) step(s, buf, kk, ty, tx, part);
-      } else {
-        for (int kk = 1; kk < steps; ++kk) step(s, buf, kk, ty, tx, part);
-      }
+      for (int kk = from; kk < BK; ++kk) step(s, buf, kk, ty, tx, part);
+    } else {
+      for (int kk = from; kk < steps; ++kk) step(s, buf, kk, ty, tx, part);
     }
   }
 
-  // The argmax variant reduces each BK-deep slice on its own, then folds it
-  // into the running value and records, per output, the last slice that
-  // strictly improved it: a compare, a select and a ⊕ per output per slice,
+  // The argmax variant reduces each BK-deep slice exactly as the plain
+  // product does and records, per output, the last slice that strictly
+  // improved its value: a compare and a select per output per slice,
   // instead of a compare and two selects per candidate.  That slice holds
   // the first k attaining the final value (ties keep the earlier k), and
-  // ArgmaxResolve finds it there afterwards.  ⊕ is exact and associative,
-  // so the value is the plain product's, bit for bit (as with K slices).
-  // The slice's own value, rather than a copy of the running one before
-  // it, keeps the loop free of register moves.
+  // ArgmaxResolve finds it there afterwards.
+  //
+  // Kernels without the exact path (floats; integers under min and max)
+  // reduce the slice on its own (slice_values) and fold it in: ⊕ is exact
+  // and associative, so the value is the plain product's, bit for bit (as
+  // with K slices), and the loop keeps no copy of the running value, whose
+  // register moves cost more than the compare.  The integer kernels with
+  // the exact path compare against such a copy: there the slice's own
+  // values pushed the tile's registers into spills in the k loop.
   template <bool WIDE>
   __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 slice,
                                  T (&acc)[TM][TN], int (&idx)[TM][TN]) {
-    if constexpr (ARGMAX) {
+    if constexpr (ARGMAX && !EXACT) {
       T part[TM][TN];
-      slice_values<WIDE>(s, buf, steps, ty, tx, part);
+      slice_values(s, buf, steps, ty, tx, part);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -184,6 +192,18 @@ struct SquareKernel {
           if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = (int)slice;
           acc[i][j] = SR::template add<T>(acc[i][j], part[i][j]);
         }
+    } else if constexpr (ARGMAX) {
+      T before[TM][TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) before[i][j] = acc[i][j];
+      consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          if (SR::template better<T>(acc[i][j], before[i][j])) idx[i][j] = (int)slice;
     } else {
       consume_values<WIDE>(s, buf, steps, ty, tx, acc);
     }
@@ -282,24 +302,36 @@ struct SquareKernel {
 // is the zero).  The first k of that slice whose candidate equals C is the
 // argmax.  Every ⊗ is recomputed with the exact rule, which equals the fast
 // rule wherever the first phase used it.
-template <class SR, class T>
+//
+// Outputs of one row win in unrelated slices, so with B's rows contiguous
+// each output reads its column of B from slice-depth different 32-byte
+// sectors: one thread per output in row order made this pass bound by L2
+// traffic.  Instead a block takes a strip of STRIP columns (one sector of
+// a B row) and ROWS rows: the strip's column of B, K sectors, stays in the
+// SM's L1 for all of them, and only A's slice (one sector) comes from L2.
+template <class SR, class T, int STRIP, int ROWS>
 __device__ void argmax_resolve(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ C,
                                int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk,
                                i64 b_sn, i64 c_sm, i64 c_sn, i64 batches, const Batch& bt, int slice_depth) {
-  const i64 per_batch = M * N;
-  for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < per_batch * batches;
-       e += (i64)gridDim.x * blockDim.x) {
-    const i64 batch = e / per_batch, m = (e % per_batch) / N, n = e % N;
-    const i64 at = batch * per_batch + m * c_sm + n * c_sn;
-    const int slice = IDX[at];
-    if (slice < 0) continue;
+  const i64 strips = (N + STRIP - 1) / STRIP, bands = (M + ROWS - 1) / ROWS;
+  const int col = threadIdx.x % STRIP, lane_row = threadIdx.x / STRIP, pass_rows = blockDim.x / STRIP;
+  for (i64 item = blockIdx.x; item < strips * bands * batches; item += gridDim.x) {
+    const i64 batch = item / (strips * bands), band = (item / strips) % bands;
+    const i64 n = (item % strips) * STRIP + col;
+    if (n >= N) continue;
     i64 a_off, b_off;
     bt.offsets(batch, a_off, b_off);
-    const T target = C[at];
-    const i64 k_end = ((i64)slice + 1) * slice_depth < K ? ((i64)slice + 1) * slice_depth : K;
-    for (i64 k = (i64)slice * slice_depth; k < k_end; ++k) {
-      const T cand = SR::template mul_exact<T>(A[a_off + m * a_sm + k * a_sk], B[b_off + k * b_sk + n * b_sn]);
-      if (cand == target) { IDX[at] = (int)k; break; }
+    const i64 m_end = (band + 1) * ROWS < M ? (band + 1) * ROWS : M;
+    for (i64 m = band * ROWS + lane_row; m < m_end; m += pass_rows) {
+      const i64 at = batch * M * N + m * c_sm + n * c_sn;
+      const int slice = IDX[at];
+      if (slice < 0) continue;
+      const T target = C[at];
+      const i64 k_end = ((i64)slice + 1) * slice_depth < K ? ((i64)slice + 1) * slice_depth : K;
+      for (i64 k = (i64)slice * slice_depth; k < k_end; ++k) {
+        const T cand = SR::template mul_exact<T>(A[a_off + m * a_sm + k * a_sk], B[b_off + k * b_sk + n * b_sn]);
+        if (cand == target) { IDX[at] = (int)k; break; }
+      }
     }
   }
 }
