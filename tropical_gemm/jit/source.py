@@ -117,7 +117,7 @@ _OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_
 ELEMENTWISE_THREADS = 256
 #: The argmax resolve's block: ``RESOLVE_ROWS`` rows of a strip of columns one 32-byte sector wide
 #: (``square.cuh``'s ``argmax_resolve`` says why).
-RESOLVE_ROWS = 256
+RESOLVE_ROWS = 128
 _SECTOR_BYTES = 32
 
 
