@@ -302,57 +302,25 @@ struct SquareKernel {
 // is the zero).  The first k of that slice whose candidate equals C is the
 // argmax.  Every ⊗ is recomputed with the exact rule, which equals the fast
 // rule wherever the first phase used it.
-//
-// Outputs of one row win in unrelated slices, so with B's rows contiguous
-// each output reads its column of B from slice-depth different 32-byte
-// sectors: one thread per output in row order made this pass bound by L2
-// traffic.  Instead a block takes a strip of STRIP columns (one sector of
-// a B row) and ROWS rows, so that the strip's column of B, K sectors, is
-// read through the SM's L1 by all of them; each thread resolves P outputs
-// of its column side by side, whose loads are independent.
-template <class SR, class T, int STRIP, int ROWS, int THREADS>
+template <class SR, class T>
 __device__ void argmax_resolve(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ C,
                                int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk,
                                i64 b_sn, i64 c_sm, i64 c_sn, i64 batches, const Batch& bt, int slice_depth) {
-  constexpr int PASS = THREADS / STRIP, P = ROWS / PASS;  // rows per pass of the block; outputs per thread
-  static_assert(THREADS % STRIP == 0 && ROWS % PASS == 0, "whole passes of whole strips");
-  const i64 strips = (N + STRIP - 1) / STRIP, bands = (M + ROWS - 1) / ROWS;
-  const int col = threadIdx.x % STRIP, lane_row = threadIdx.x / STRIP;
-  for (i64 item = blockIdx.x; item < strips * bands * batches; item += gridDim.x) {
-    const i64 batch = item / (strips * bands), band = (item / strips) % bands;
-    const i64 n = (item % strips) * STRIP + col;
-    if (n >= N) continue;
+  const i64 per_batch = M * N;
+  for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e < per_batch * batches;
+       e += (i64)gridDim.x * blockDim.x) {
+    const i64 batch = e / per_batch, m = (e % per_batch) / N, n = e % N;
+    const i64 at = batch * per_batch + m * c_sm + n * c_sn;
+    const int slice = IDX[at];
+    if (slice < 0) continue;
     i64 a_off, b_off;
     bt.offsets(batch, a_off, b_off);
-    i64 at[P], k0[P];
-    int found[P];
-    T target[P];
-#pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const i64 m = band * ROWS + lane_row + p * PASS;
-      at[p] = m < M ? batch * M * N + m * c_sm + n * c_sn : 0;
-      const int slice = m < M ? IDX[at[p]] : -1;
-      target[p] = m < M ? C[at[p]] : T(0);
-      k0[p] = slice < 0 ? 0 : (i64)slice * slice_depth;
-      found[p] = slice < 0 ? -2 : -1;  // -2: nothing to find (the zero, or past the last row)
+    const T target = C[at];
+    const i64 k_end = ((i64)slice + 1) * slice_depth < K ? ((i64)slice + 1) * slice_depth : K;
+    for (i64 k = (i64)slice * slice_depth; k < k_end; ++k) {
+      const T cand = SR::template mul_exact<T>(A[a_off + m * a_sm + k * a_sk], B[b_off + k * b_sk + n * b_sn]);
+      if (cand == target) { IDX[at] = (int)k; break; }
     }
-    for (int t = 0; t < slice_depth; ++t) {
-      bool open = false;
-#pragma unroll
-      for (int p = 0; p < P; ++p) {
-        const i64 k = k0[p] + t;
-        if (found[p] == -1 && k < K) {
-          const i64 m = band * ROWS + lane_row + p * PASS;
-          const T cand = SR::template mul_exact<T>(A[a_off + m * a_sm + k * a_sk], B[b_off + k * b_sk + n * b_sn]);
-          if (cand == target[p]) found[p] = (int)k;
-        }
-        open |= found[p] == -1;
-      }
-      if (!open) break;
-    }
-#pragma unroll
-    for (int p = 0; p < P; ++p)
-      if (found[p] >= 0) IDX[at[p]] = found[p];
   }
 }
 

@@ -18,8 +18,6 @@ from importlib import resources
 from string import Template
 from typing import NamedTuple
 
-import numpy as np
-
 from ..semirings import CATALOGUE, get_semiring
 from .functors import device_type, functor, functors_header
 from .spec import CAST_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
@@ -115,15 +113,6 @@ _OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_
 
 #: Threads per block of the one-thread-per-element kernels (argmax resolve, gradient scatters).
 ELEMENTWISE_THREADS = 256
-#: The argmax resolve's block: ``RESOLVE_ROWS`` rows of a strip of columns one 32-byte sector wide
-#: (``square.cuh``'s ``argmax_resolve`` says why).
-RESOLVE_ROWS = 128
-_SECTOR_BYTES = 32
-
-
-def resolve_strip(dtype: str) -> int:
-    """Columns of the argmax resolve's strip: one 32-byte sector of a row of B."""
-    return _SECTOR_BYTES // np.dtype(dtype).itemsize
 
 
 def tile_shape(spec: KernelSpec) -> TileShape:
@@ -186,8 +175,6 @@ def fragment(spec: KernelSpec) -> str:
         if spec.op in ORDERED_BACKWARD_OPS:
             operand = "a" if spec.op == "backward_ordered_a" else "b"
             values.update(operand=operand, to_a="true" if operand == "a" else "false")
-        if spec.op == "argmax_resolve":
-            values.update(strip=resolve_strip(spec.dtype), rows=RESOLVE_ROWS)
         if spec.op in ("gather", "gather_index"):
             values.update(S=_C_TYPES[spec.dtype], D="int" if spec.op == "gather_index" else _C_TYPES[spec.dtype])
         template = read_cuda_file(_OP_TEMPLATES.get(spec.op, f"{spec.op}.cu"))

@@ -15,7 +15,7 @@ import math
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ...jit.source import ELEMENTWISE_THREADS, RESOLVE_ROWS, TILE_SHAPES, resolve_strip, tile_shape
+from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
 from ...jit.spec import KernelSpec, make_spec
 from ...shapes import ProductShape
 from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_strides, fold_batch
@@ -160,14 +160,12 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     shape = tile_shape(spec)
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
     scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())
-    per_output = elementwise_grid(m * n * batches)  # one thread per output: the baseline's grid
+    per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
     resolve = None
     if argmax and tile in RESOLVED_TILES:
-        # the square argmax left slice numbers in idx: the resolve reads the same arguments, and the slice
-        # depth; a block per strip of columns and band of rows (square.cuh's argmax_resolve)
-        strips_and_bands = -(-n // resolve_strip(dtype)) * -(-m // RESOLVE_ROWS) * batches
-        resolve = Plan(make_spec("argmax_resolve", semiring, dtype), min(strips_and_bands, GRID_LIMIT),
-                       ELEMENTWISE_THREADS, scalars, (shape.bk,))
+        # the square argmax left slice numbers in idx: the resolve reads the same arguments, and the slice depth
+        resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, scalars,
+                       (shape.bk,))
     baseline = make_spec(op, semiring, dtype, tile="baseline")
     return ForwardPlan(
         product=Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars), resolve=resolve,
