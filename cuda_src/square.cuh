@@ -43,12 +43,6 @@ struct SquareKernel {
   // and there the change moved ptxas's allocation at the 128-register cap
   // into spills.
   static constexpr bool LEAN_EDGES = EXACT && !ARGMAX;
-  // Plain products whose tile lies inside a row-major C write it with
-  // 16-byte stores (a quarter of the store instructions, each filling
-  // whole sectors), which is what products with a short K are bound by.
-  // The integer kernels with the exact path keep their lean epilogue (the
-  // compile budget), and the argmax kernels their two outputs per element.
-  static constexpr bool VECTOR_STORES = !EXACT && !ARGMAX;
   // What the thread mapping assumes of a tile shape: whole 16-byte chunks
   // per thread, staging loads that divide evenly over the block in either
   // operand layout, and at most 32 staged elements per thread (a bit mask).
@@ -90,20 +84,6 @@ struct SquareKernel {
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
       for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
-    }
-  }
-
-  // The block's whole tile into a row-major C (Ct: its first element), one 16-byte chunk at a time.
-  __device__ static void store_vectors(T* Ct, i64 c_sm, int ty, int tx, const T (&acc)[TM][TN]) {
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-#pragma unroll
-      for (int c = 0; c < CN; ++c) {
-        Vec16<T> v;
-#pragma unroll
-        for (int x = 0; x < V; ++x) v.v[x] = canonical(acc[i][c * V + x]);
-        *reinterpret_cast<Vec16<T>*>(&Ct[row_of(i, ty) * c_sm + col_of(c * V, tx)]) = v;
-      }
     }
   }
 
@@ -297,13 +277,6 @@ struct SquareKernel {
 
       T* Cb = C + batch * M * N;
       int* Ib = ARGMAX ? IDX + batch * M * N : nullptr;
-      if constexpr (VECTOR_STORES) {
-        if (m0 + BM <= M && n0 + BN <= N && c_sn == 1 &&
-            ((reinterpret_cast<unsigned long long>(Cb) | (unsigned long long)(c_sm * sizeof(T))) % 16) == 0) {
-          store_vectors(Cb + m0 * c_sm + n0, c_sm, ty, tx, acc);
-          continue;
-        }
-      }
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         const i64 m = m0 + row_of(i, ty);
