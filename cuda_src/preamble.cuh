@@ -13,6 +13,7 @@
 //   tiles.cuh      operand geometry (Batch, Vec16) and the TileLoader;
 //   square.cuh     the register-tiled forward kernel and argmax_resolve;
 //   skinny.cuh     the forward kernel for skinny products;
+//   thin.cuh       the forward kernel for thin products (short K, short side);
 //   backward.cuh   the gradient scatters;
 // then one instantiation fragment (forward_square.cu, backward.cu, ...)
 // rendered for one (operation, semiring, dtype, variant).

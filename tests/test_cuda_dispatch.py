@@ -30,8 +30,11 @@ def test_batch_strides_zero_where_operand_broadcasts():
 
 @pytest.mark.parametrize(
     "m,n,k,batches,expected",
-    [(4096, 4096, 4096, 1, ("square", False)), (8, 4096, 64, 1, ("skinny", False)), (2**21, 4, 4, 1, ("skinny", True)),
-     (16, 16, 16, 1, ("skinny", False)), (1, 1, 1, 1, ("vector", False)),
+    [(4096, 4096, 4096, 1, ("square", False)), (8, 4096, 64, 1, ("skinny", False)), (2**21, 4, 4, 1, ("thin", False)),
+     (16, 16, 16, 1, ("skinny", False)), (1, 1, 1, 1, ("thin", False)),
+     # a short K and a short side: all of B in shared memory, the long side as rows
+     (4, 2**21, 4, 1, ("thin", True)), (2**21, 8, 8, 1, ("thin", False)), (2**21, 9, 8, 1, ("skinny", True)),
+     (2**21, 8, 9, 1, ("skinny", True)),
      # one row, or one column (transposed): the vector tile
      (1, 4096, 4096, 1, ("vector", False)), (4096, 1, 4096, 1, ("vector", True)), (2, 4096, 64, 1, ("skinny", False)),
      # 4 square tiles and no K split: the small family's 64 blocks instead

@@ -72,7 +72,7 @@ def both_engines(cp, a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool):
 @pytest.mark.parametrize("semiring,dtype", list(itertools.product(SEMIRINGS, DTYPES)))
 @pytest.mark.parametrize("argmax", [False, True])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (67, 45, 133), (130, 9, 257), (3, 300, 5), (200, 17, 2),
-                                   (1, 133, 67), (45, 257, 1)])
+                                   (1, 133, 67), (45, 257, 1), (300, 8, 5), (5, 3, 400)])
 def test_forward_matches_cpu_bitwise(cp, family, semiring, dtype, argmax, shape):
     rng = np.random.default_rng(hash((semiring, dtype, argmax, shape)) % 2**32)
     m, k, n = shape
@@ -168,6 +168,23 @@ def test_vector_shapes(cp, shape, order, dtype):
     cpu, gpu = both_engines(cp, a, b, "max_plus", True)
     assert_same_bits(gpu[0], cpu[0])
     assert_same_bits(gpu[1], cpu[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
+@pytest.mark.parametrize("shape", [(5000, 4, 4), (4, 4, 5000), (3000, 8, 8), (600, 1, 3), (2, 7, 1)])
+def test_thin_shapes_batched_and_transposed(cp, shape, dtype):
+    """A short K and a short side (the thin tile), batched with a broadcast B, transposed operands, ties."""
+    rng = np.random.default_rng(15)
+    m, k, n = shape
+    a, b = seasoned(rng, (3, m, k), dtype), seasoned(rng, (k, n), dtype)
+    a[..., -1] = a[..., 0]  # equal candidates (b's rows too): ties, which the smallest k must win
+    b[-1] = b[0]
+    for semiring in SEMIRINGS:
+        for x, y in ((a, b), (np.asarray(a, order="F"), np.asarray(b, order="F"))):
+            cpu, gpu = both_engines(cp, x, y, semiring, True)
+            assert_same_bits(gpu[0], cpu[0])
+            assert_same_bits(gpu[1], cpu[1])
+            assert_same_bits(tg.matmul(cp.asarray(x), cp.asarray(y), semiring), cpu[0])
 
 
 def test_k_zero_and_empty(cp):

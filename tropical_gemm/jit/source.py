@@ -29,7 +29,7 @@ _SEMIRING_TYPES = {s.name: device_type(s) for s in CATALOGUE}
 #: The program's headers, in order; "semirings.cuh" is generated (``functors.py``), the rest are
 #: files of ``cuda_src/`` (``preamble.cuh`` has the map of what each holds).
 HEADERS: tuple[str, ...] = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh", "skinny.cuh",
-                            "backward.cuh")
+                            "thin.cuh", "backward.cuh")
 GENERATED_HEADER = "semirings.cuh"
 
 
@@ -43,7 +43,9 @@ class TileShape(NamedTuple):
     ``TG_UNROLL``.  Fewer unrolled steps mean less code for NVVM and ptxas
     to optimise, so a shorter compile (issue 15's budget of a tuned kernel).
     For the skinny and vector families, BN is the columns per block, TM the
-    rows each thread keeps, BK the K chunk staged in shared memory.
+    rows each thread keeps, BK the K chunk staged in shared memory; for the
+    thin family, BM is the rows per block (one per thread), and BK × BN the
+    largest B it takes.
     """
 
     bm: int
@@ -83,6 +85,8 @@ _SKINNY_8_BYTE = TileShape(8, 256, 16, 8, 1)  # keeps the staged B slice within 
 # The skinny kernel with one row per thread, for products with one row.
 _VECTOR_4_BYTE = TileShape(1, 256, 32, 1, 1)
 _VECTOR_8_BYTE = TileShape(1, 256, 16, 1, 1)
+# A row of C per thread (BM rows per block); B, at most BK × BN, in shared memory.
+_THIN = TileShape(256, 8, 8, 1, 8)
 # One thread per output (bm: outputs per block); only the block size is used.
 _BASELINE = TileShape(256, 1, 1, 1, 1)
 
@@ -99,12 +103,13 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("skinny", d, op): _SKINNY_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
     **{("vector", d, op): _VECTOR_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
     **{("vector", d, op): _VECTOR_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
+    **{("thin", d, op): _THIN for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
     **{("baseline", d, op): _BASELINE for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
 }
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.
 _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu",
-                      "vector": "forward_skinny.cu",
+                      "vector": "forward_skinny.cu", "thin": "forward_thin.cu",
                       "baseline": "forward_baseline.cu"}
 
 #: The fragment of each op that is not a forward, where its file is not named after the op.

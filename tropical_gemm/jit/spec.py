@@ -60,13 +60,14 @@ LAYOUTS: tuple[str, ...] = ("row", "col")
 #: that fill the GPU; "small" is the same kernel with a 32×32 tile, for
 #: products that cannot (it also compiles about three times faster); "skinny"
 #: is for products where M or N is below a tile, or K is tiny, and "vector"
-#: the same kernel for M or N of 1 (matrix-vector products); "baseline" is
+#: the same kernel for M or N of 1 (matrix-vector products); "thin" is for
+#: a short K and a short M or N (all of B in shared memory); "baseline" is
 #: one thread per output, which compiles in a fraction of the others' time and
 #: serves first calls while their kernel compiles in the background
 #: (tiered compilation, ``jit.tiering``).  Baseline kernels take any layout,
 #: so their specs are all "row", "row".
-TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "baseline")
-TUNED_TILES: tuple[str, ...] = ("square", "small", "skinny", "vector")
+TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin", "baseline")
+TUNED_TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin")
 
 _DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "float16": "f16"}
 
@@ -175,8 +176,8 @@ def catalogue(
     Examples:
         >>> from tropical_gemm.jit import catalogue
         >>> specs = catalogue(semirings_=["max_plus"], dtypes=["float32"], ops=["forward"])
-        >>> len(specs)                # 2 x 2 operand layouts x 4 tuned tile families, and one baseline
-        17
+        >>> len(specs)                # 2 x 2 operand layouts x 5 tuned tile families, and one baseline
+        21
         >>> specs[0].name
         'tg_forward_max_plus_f32_rr_square'
     """

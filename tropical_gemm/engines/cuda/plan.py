@@ -96,6 +96,8 @@ class ForwardPlan(NamedTuple):
 def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: int) -> tuple[str, bool]:
     """The tile family, and whether to compute C^T = B^T ⊗ A^T so the short side is M.
 
+    * "thin" when K and M or N are short enough for all of B to sit in
+      shared memory (its tile's BK × BN): a row of C per thread;
     * "vector" when M or N is 1 (a matrix-vector product), "skinny" when it
       is at most ``SKINNY_MAX_ROWS``: a square tile would leave most lanes
       idle;
@@ -105,6 +107,9 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
       with large tiles gets up to 16 times as many blocks, and its kernel
       compiles in about a third of the time, which a first call waits for.
     """
+    thin = TILE_SHAPES[("thin", dtype, op)]
+    if k <= thin.bk and min(m, n) <= thin.bn:
+        return "thin", m < n
     if min(m, n) <= SKINNY_MAX_ROWS:
         return "vector" if min(m, n) == 1 else "skinny", n < m
     square = TILE_SHAPES[("square", dtype, op)]
