@@ -86,7 +86,7 @@ _SKINNY_8_BYTE = TileShape(8, 256, 16, 8, 1)  # keeps the staged B slice within 
 _VECTOR_4_BYTE = TileShape(1, 256, 32, 1, 1)
 _VECTOR_8_BYTE = TileShape(1, 256, 16, 1, 1)
 # A row of C per thread (BM rows per block); B, at most BK × BN, in shared memory.
-_THIN = TileShape(128, 8, 8, 1, 8)
+_THIN = TileShape(256, 8, 8, 1, 8)
 # One thread per output (bm: outputs per block); only the block size is used.
 _BASELINE = TileShape(256, 1, 1, 1, 1)
 
