@@ -147,10 +147,10 @@ struct SquareKernel {
   // double's ⊕ is a compare-select that assumes the running value is never
   // NaN (see acc_max), so there the slice starts from the zero.
   __device__ static void slice_values(const Smem& s, int buf, int steps, int ty, int tx, T (&part)[TM][TN]) {
-    int from = 0;
-    if constexpr (!IsFloat<T>::value || sizeof(T) == 4) {
+    constexpr bool FROM_FIRST = !IsFloat<T>::value || sizeof(T) == 4;
+    constexpr int from = FROM_FIRST ? 1 : 0;
+    if constexpr (FROM_FIRST) {
       first_step(s, buf, ty, tx, part);
-      from = 1;
     } else {
 #pragma unroll
       for (int i = 0; i < TM; ++i)

@@ -25,7 +25,7 @@ from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_stri
 SKINNY_MAX_ROWS = 16
 
 #: The tile families whose argmax records slices, resolved to the exact k by a second launch (the
-#: skinny and vector kernels compare every candidate; the baseline is one pass).
+#: skinny, vector and thin kernels compare every candidate; the baseline is one pass).
 RESOLVED_TILES = ("square", "small")
 
 #: K slices are at least this deep when a product is split along K.
