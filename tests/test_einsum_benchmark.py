@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from script_modules import load_script
 
 import tropical_gemm as tg
 from tropical_gemm.einsum import einsum_plan
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("einsum_benchmark", ROOT / "benchmarks" / "einsum.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks", "einsum")
 
 
 def test_left_fold_is_a_valid_chain_order(bench):

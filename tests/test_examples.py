@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import math
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from script_modules import load_script
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 INF = np.inf
@@ -22,13 +22,7 @@ SELF_CHECKS = {
     "viterbi.py": "every path and score equals the dynamic-programming loop's",
     "widest_paths.py": "every entry equals the widest-route Dijkstra's",
 }
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load = partial(load_script, "examples")  # an example script as a module
 
 
 @pytest.mark.parametrize("script", sorted(SELF_CHECKS))

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from script_modules import load_script
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load = partial(load_script, "examples")  # an example script as a module
 
 
 @pytest.mark.parametrize("script", ["einsum_viterbi.py", "einsum_mis.py"])

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from script_modules import load_script
 
 #: A grid loop (0x0000..0x00d0) around a slice loop (0x0010..0x00c0) around a k loop (0x0030..0x0080):
 #: the k loop does 2 multiply-adds (FADD + FMNMX each) per trip, the slice loop's own body 1.
@@ -33,11 +28,7 @@ LISTING = """
 
 @pytest.fixture(scope="module")
 def sass():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("sass_report", ROOT / "benchmarks" / "sass_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks", "sass_report")
 
 
 def test_the_listing_parses_with_predicates_and_modifiers(sass):
