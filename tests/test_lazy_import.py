@@ -60,3 +60,23 @@ def test_unknown_attribute_is_an_attribute_error():
 
     with pytest.raises(AttributeError, match="no attribute 'not_there'"):
         tg.not_there  # noqa: B018
+
+
+def test_the_device_imports_leave_logging_unloaded():
+    out = _run("import sys, json, tropical_gemm, tropical_gemm.engines.cuda.engine\n"
+               "print(json.dumps(sorted(sys.modules)))")
+    loaded = json.loads(out)
+    assert "logging" not in loaded  # a warm first call logs its disk hit through jit.log
+
+
+def test_jit_log_drops_info_until_logging_is_loaded_and_always_shows_warnings():
+    done = subprocess.run([sys.executable, "-c",
+                           "import sys\nfrom tropical_gemm.jit import log\n"
+                           "log.info('quiet %s', 1)\nassert 'logging' not in sys.modules\n"
+                           "log.warning('shown %s', 2)\n"
+                           "import logging\nlogging.basicConfig(level=logging.INFO, format='%(name)s %(message)s')\n"
+                           "log.info('configured %s', 3)\n"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "quiet" not in done.stderr
+    assert "shown 2" in done.stderr and "tropical_gemm.jit configured 3" in done.stderr

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import logging
 import re
 import tarfile
 from dataclasses import dataclass
@@ -35,8 +34,7 @@ from .cache.files import UntrustedFile, read_capped
 
 BUNDLE_FORMAT = 1
 MANIFEST_NAME = "tropical-gemm-bundle.json"
-
-log = logging.getLogger("tropical_gemm.jit")
+from . import log
 
 _ENTRY_PATH = re.compile(
     r"^v(?P<format>\d+)/(?P<target>(?:sm|compute)_\d+)/(?P<stem>[A-Za-z0-9_]+-[0-9a-f]{16}-nvrtc\d+\.\d+)"

@@ -20,7 +20,6 @@ registry path runs without a GPU.
 from __future__ import annotations
 
 import itertools
-import logging
 import threading
 import time
 from pathlib import Path
@@ -31,8 +30,7 @@ from .compiler import Target, compile_program, nvrtc_version, resolve_target
 from .cache import BuildOutcome, BuildRequest, CachedBinary, KernelCache, default_cache
 from .source import kernel_options, kernel_source
 from .spec import KernelSpec
-
-log = logging.getLogger("tropical_gemm.jit")
+from . import log
 
 #: ``loader(binary, entry_name, device_id) -> function``
 Loader = Callable[[bytes, str, int], Any]

@@ -30,14 +30,12 @@ background compiles are threads, and independent ones run side by side.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from typing import Any, Iterable
 
 from .spec import KernelSpec
-
-log = logging.getLogger("tropical_gemm.jit")
+from . import log
 
 #: Environment switch: "0" turns tiering off for the process (``set_tiered`` overrides it).
 ENV_SWITCH = "TROPICAL_GEMM_TIERED"

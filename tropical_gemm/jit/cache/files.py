@@ -25,7 +25,6 @@ from typing import NamedTuple
 import errno
 import hashlib
 import os
-import secrets
 import shutil
 import stat
 import time
@@ -124,13 +123,18 @@ def read_capped(path: Path, cap: int, trust: Trust) -> bytes:
         os.close(fd)
 
 
+def _random_hex() -> str:
+    """Eight random hex digits, what ``secrets.token_hex(4)`` gives, without importing ``secrets`` (and ``hmac``)."""
+    return os.urandom(4).hex()
+
+
 def temp_name(final_name: str) -> str:
     """``.<name>.<pid>@<host>.<random>.tmp``: whose it is, so a sweep knows when it is debris."""
-    return f".{final_name}.{os.getpid()}@{_HOST}.{secrets.token_hex(4)}.tmp"
+    return f".{final_name}.{os.getpid()}@{_HOST}.{_random_hex()}.tmp"
 
 
 def aside_name(final_name: str) -> str:
-    return f".{final_name}.{os.getpid()}@{_HOST}.{secrets.token_hex(4)}.bad"
+    return f".{final_name}.{os.getpid()}@{_HOST}.{_random_hex()}.bad"
 
 
 def is_scratch(name: str) -> bool:

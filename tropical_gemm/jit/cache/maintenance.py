@@ -9,7 +9,6 @@ simply recreate the directories and carry on.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import stat
@@ -21,8 +20,7 @@ from .config import MAX_METADATA_BYTES, STALE_SECONDS
 from .entry import EntryInfo, EntryMetadata, PruneResult
 from .files import Trust, UntrustedFile, aside_name, is_scratch, owner_is_gone, read_capped, \
     remove_tree_or_file, unlink_quietly
-
-log = logging.getLogger("tropical_gemm.jit")
+from .. import log
 
 _ENTRY_SUFFIXES = (".json", ".cubin", ".ptx")
 

@@ -20,7 +20,6 @@ bad path below it is moved aside and rebuilt once.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import threading
 import warnings
@@ -28,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from .. import compiler
+from .. import compiler, log
 from ..compiler import CompiledKernel
 from .config import (
     DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem,
@@ -37,8 +36,6 @@ from .entry import BuildOutcome, CachedBinary, EntryInfo, EntryMetadata, PruneRe
 from .files import EntryLock, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir, make_dir, \
     read_capped, remove_aside, touch, unlink_quietly
 from .keys import FORMAT_VERSION, BuildRequest, entry_stem, version_text
-
-log = logging.getLogger("tropical_gemm.jit")
 
 STAMP_NAME = "nvrtc-running"
 
