@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from .info import human_size
 from .jit.cache.config import comma_list
+from .jit import log as jit_log
 from .jit.compiler import NvrtcUnavailableError, Target
 from .jit.spec import KernelSpec
 from .progress import ProgressBar
@@ -340,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     if args.verbose:
         logging.basicConfig(format="%(name)s: %(message)s")
-        logging.getLogger("tropical_gemm.jit").setLevel(logging.INFO)
+        logging.getLogger(jit_log.NAME).setLevel(logging.INFO)
     try:
         status = int(args.handler(args))
         sys.stdout.flush()  # a closed pipe shows here, where it is handled, not at interpreter exit

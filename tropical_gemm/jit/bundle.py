@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Iterable
 
 from .._version import __version__
+from . import log
 from .cache import FORMAT_VERSION, DiskCache, EntryMetadata, KernelCache, payload_suffix
 from .cache.config import MAX_BINARY_BYTES, MAX_METADATA_BYTES
 from .cache.files import UntrustedFile, read_capped
 
 BUNDLE_FORMAT = 1
 MANIFEST_NAME = "tropical-gemm-bundle.json"
-from . import log
 
 _ENTRY_PATH = re.compile(
     r"^v(?P<format>\d+)/(?P<target>(?:sm|compute)_\d+)/(?P<stem>[A-Za-z0-9_]+-[0-9a-f]{16}-nvrtc\d+\.\d+)"

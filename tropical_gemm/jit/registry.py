@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .._version import __version__
+from . import log
 from .compiler import Target, compile_program, nvrtc_version, resolve_target
 from .cache import BuildOutcome, BuildRequest, CachedBinary, KernelCache, default_cache
 from .source import kernel_options, kernel_source
 from .spec import KernelSpec
-from . import log
 
 #: ``loader(binary, entry_name, device_id) -> function``
 Loader = Callable[[bytes, str, int], Any]

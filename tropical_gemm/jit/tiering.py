@@ -34,8 +34,8 @@ import os
 import threading
 from typing import Any, Iterable
 
-from .spec import KernelSpec
 from . import log
+from .spec import KernelSpec
 
 #: Environment switch: "0" turns tiering off for the process (``set_tiered`` overrides it).
 ENV_SWITCH = "TROPICAL_GEMM_TIERED"

@@ -123,18 +123,21 @@ def read_capped(path: Path, cap: int, trust: Trust) -> bytes:
         os.close(fd)
 
 
-def _random_hex() -> str:
-    """Eight random hex digits, what ``secrets.token_hex(4)`` gives, without importing ``secrets`` (and ``hmac``)."""
-    return os.urandom(4).hex()
+def _scratch_name(final_name: str, suffix: str) -> str:
+    """``.<name>.<pid>@<host>.<random><suffix>``: whose it is, so a sweep knows when it is debris.
+
+    The random part is eight hex digits from ``os.urandom`` (what ``secrets.token_hex(4)`` gives, without
+    importing ``secrets`` and ``hmac`` on the warm path).
+    """
+    return f".{final_name}.{os.getpid()}@{_HOST}.{os.urandom(4).hex()}{suffix}"
 
 
 def temp_name(final_name: str) -> str:
-    """``.<name>.<pid>@<host>.<random>.tmp``: whose it is, so a sweep knows when it is debris."""
-    return f".{final_name}.{os.getpid()}@{_HOST}.{_random_hex()}.tmp"
+    return _scratch_name(final_name, ".tmp")
 
 
 def aside_name(final_name: str) -> str:
-    return f".{final_name}.{os.getpid()}@{_HOST}.{_random_hex()}.bad"
+    return _scratch_name(final_name, ".bad")
 
 
 def is_scratch(name: str) -> bool:
