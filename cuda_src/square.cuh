@@ -169,8 +169,9 @@ struct SquareKernel {
   // product does and records, per output, the last slice that strictly
   // improved its value: a compare and a select per output per slice,
   // instead of a compare and two selects per candidate.  That slice holds
-  // the first k attaining the final value (ties keep the earlier k), and
-  // ArgmaxResolve finds it there afterwards.
+  // the first k attaining the final value (ties keep the earlier k); the
+  // epilogue stores the slice's first k, and argmax_resolve (or the split-K
+  // combine) finds the winner from there afterwards.
   //
   // Kernels without the exact path (floats; integers under min and max)
   // reduce the slice on its own (slice_values) and fold it in: ⊕ is exact
@@ -289,7 +290,7 @@ struct SquareKernel {
           } else {
             if (n >= N) continue;
             Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
-            if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j];
+            if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j] < 0 ? -1 : idx[i][j] * BK;
           }
         }
       }
@@ -297,11 +298,24 @@ struct SquareKernel {
   }
 };
 
-// Second phase of the square argmax: IDX holds, per output, the BK-deep
-// slice in which its value last strictly improved (or -1: never, the value
-// is the zero).  The first k of that slice whose candidate equals C is the
-// argmax.  Every ⊗ is recomputed with the exact rule, which equals the fast
-// rule wherever the first phase used it.
+// Second phase of the square argmax: IDX holds, per output, the first k of
+// the BK-deep slice in which its value last strictly improved (or -1: never,
+// the value is the zero).  No k before that slice attains C, so the first k
+// from there whose candidate equals C is the winner.  The split-K combine
+// resolves the same way, from the slice's start in the whole K.  Every ⊗ is
+// recomputed with the exact rule, which equals the fast rule wherever the
+// first phase used it.
+template <class SR, class T>
+__device__ __forceinline__ int first_attaining(const T* __restrict__ a_row, i64 a_sk, const T* __restrict__ b_col,
+                                               i64 b_sk, T target, i64 start, i64 depth, i64 K) {
+  // One k at a time, stopping at the winner: each k of B is a sector of its own, and loading the whole
+  // slice ahead of the compares measured slower (more sectors) than waiting on each.
+  const i64 end = start + depth < K ? start + depth : K;
+  for (i64 k = start; k < end; ++k)
+    if (SR::template mul_exact<T>(a_row[k * a_sk], b_col[k * b_sk]) == target) return (int)k;
+  return (int)start;  // not reached: the slice holds the winner
+}
+
 template <class SR, class T>
 __device__ void argmax_resolve(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ C,
                                int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk,
@@ -311,16 +325,12 @@ __device__ void argmax_resolve(const T* __restrict__ A, const T* __restrict__ B,
        e += (i64)gridDim.x * blockDim.x) {
     const i64 batch = e / per_batch, m = (e % per_batch) / N, n = e % N;
     const i64 at = batch * per_batch + m * c_sm + n * c_sn;
-    const int slice = IDX[at];
-    if (slice < 0) continue;
+    const int start = IDX[at];
+    if (start < 0) continue;
     i64 a_off, b_off;
     bt.offsets(batch, a_off, b_off);
-    const T target = C[at];
-    const i64 k_end = ((i64)slice + 1) * slice_depth < K ? ((i64)slice + 1) * slice_depth : K;
-    for (i64 k = (i64)slice * slice_depth; k < k_end; ++k) {
-      const T cand = SR::template mul_exact<T>(A[a_off + m * a_sm + k * a_sk], B[b_off + k * b_sk + n * b_sn]);
-      if (cand == target) { IDX[at] = (int)k; break; }
-    }
+    IDX[at] = first_attaining<SR, T>(A + a_off + m * a_sm, a_sk, B + b_off + n * b_sn, b_sk, C[at], start,
+                                     slice_depth, K);
   }
 }
 

@@ -311,6 +311,35 @@ def test_split_k_keeps_values_and_earliest_argmax(cp, dtype, a_shape, b_shape):
         assert_same_bits(gpu[1], cpu[1])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
+@pytest.mark.parametrize("a_shape,b_shape,b_layout", [((637, 557), (557, 157), "row"), ((637, 557), (557, 157), "col"),
+                                                      ((2, 320, 560), (560, 157), "row")])
+def test_split_k_resolves_the_argmax_once_in_the_combine(cp, dtype, a_shape, b_shape, b_layout):
+    """Resolved tiles (square, small) cut into K slices leave the argmax to the combine, which resolves it from
+    the slice's first k for the whole product.
+
+    637×557×157 runs as two slices and a rest of one k; the batch shares B.
+    Ties across slices and within a slice must still go to the smallest k.
+    """
+    from tropical_gemm.engines.cuda import prepare_product
+    from tropical_gemm.engines.cuda.prepared import PreparedSplitK
+
+    rng = np.random.default_rng(43)
+    a = rng.integers(-3, 3, size=a_shape).astype(dtype)
+    b = rng.integers(-3, 3, size=b_shape).astype(dtype)
+    device_b = cp.asarray(b) if b_layout == "row" else cp.asfortranarray(cp.asarray(b))
+    strides = tuple(s // b.itemsize for s in device_b.strides)
+    prepared = prepare_product(a.shape, tuple(s // a.itemsize for s in a.strides), b.shape, strides, dtype,
+                               "max_plus", True, 0)
+    assert isinstance(prepared, PreparedSplitK) and prepared.slices.plan.resolve is None
+    assert prepared.plan.combine.int32_scalars == (8,)  # the small tile's slice depth
+    for semiring in ("max_plus", "min_plus", "max_min"):
+        want = tg.matmul(a, b, semiring, argmax=True)
+        got = tg.matmul(cp.asarray(a), device_b, semiring, argmax=True)
+        assert_same_bits(got[0], want[0])
+        assert_same_bits(got[1], want[1])
+
+
 @pytest.mark.parametrize("rank, dtype", [(3, "float32"), (14, "float64"), (20, "int64"), (25, "int32")])
 def test_gather_copies_views_of_many_axes_in_one_launch_or_by_leading_index(cp, rank, dtype):
     """An einsum intermediate has an axis per label: permuted, it folds into up to ``rank`` dims.

@@ -2,7 +2,8 @@
 
 The array path slices its operands with ``as_strided`` views; the prepared
 path derives the same launches from shapes and strides (``split.plan_split_k``).
-The first test checks that both give the same plans; the GPU tests check the
+The first test checks that both give the same launches (the prepared path
+resolving the argmax once, in its combine); the GPU tests check the
 values and the first-k argmax against the independent reference, on
 integer-valued floats (many ties) and random ones.
 """
@@ -15,6 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from reference import reference_matmul
 from tropical_gemm.engines.cuda import plan_forward
+from tropical_gemm.engines.cuda.plan import FORWARD_SCALARS
 from tropical_gemm.engines.cuda.split import k_slices, plan_split_k
 
 SMS = 132
@@ -46,9 +48,17 @@ def test_the_prepared_slices_are_the_array_paths_slices(a_shape, b_shape, transp
                           (chunk * b.strides[-2], *b_full.strides))
     expected = plan_forward(a_slices.shape, _element_strides(a_slices), b_slices.shape, _element_strides(b_slices),
                             (plan.splits, *batch), "float32", "max_plus", True, SMS, False)
-    assert split.slices == expected
+    # the same launches, but the slices leave their argmax to the combine, which resolves the whole product's
+    assert expected.resolve is not None
+    assert split.slices == expected._replace(resolve=None)
     assert (split.rest is None) == (rest == 0)
-    assert split.combine.scalars == (count, int(np.prod(batch, dtype=int)) * a.shape[-2] * b.shape[-1], chunk)
+    assert split.rest is None or split.rest.resolve is None
+    whole = plan_forward(a.shape, _element_strides(a), b.shape, _element_strides(b), batch, "float32", "max_plus",
+                         True, SMS, False)
+    assert split.combine.scalars == (count, int(np.prod(batch, dtype=int)) * a.shape[-2] * b.shape[-1], chunk,
+                                     *whole.product.scalars)
+    assert split.combine.int32_scalars == expected.resolve.int32_scalars
+    assert len(whole.product.scalars) == FORWARD_SCALARS
 
 
 @pytest.mark.gpu

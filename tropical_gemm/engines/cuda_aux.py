@@ -22,7 +22,7 @@ from . import cupy_module
 from ..dtypes import dtype_name
 from ..jit import KernelSpec, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS
-from .cuda.plan import Plan, elementwise_grid
+from .cuda.plan import FORWARD_SCALARS, Plan, elementwise_grid
 
 #: Dims a gather indexes (``cuda_src/gather.cu``); arrays with more (after folding) are gathered a
 #: leading index at a time.  Einsum's views have an axis per label, and a network's fold into many.
@@ -57,8 +57,9 @@ def combine_slices(parts: Any, idx_parts: Any, c: Any, idx: Any, semiring: str, 
     """
     spec = combine_spec(semiring, dtype_name(c.dtype))
     null = idx is None
-    launch(spec, c.device.id, c.size,
-           (parts, 0 if null else idx_parts, c, 0 if null else idx, *_i64(parts.shape[0], c.size, chunk)))
+    # no operands and a resolve depth of 0: these partials' argmaxes are exact (each slice resolved its own)
+    launch(spec, c.device.id, c.size, (parts, 0 if null else idx_parts, c, 0 if null else idx, 0, 0,
+                                       *_i64(parts.shape[0], c.size, chunk, *(0,) * FORWARD_SCALARS), np.int32(0)))
 
 
 def merge(c1: Any, i1: Any, c2: Any, i2: Any, semiring: str) -> tuple[Any, Any]:

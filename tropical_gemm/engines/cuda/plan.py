@@ -42,6 +42,9 @@ GRID_LIMIT = 2**31 - 1
 
 _NULL = 0  # the argmax address of a launch without one
 
+#: A forward launch's scalars: M, N, K, six strides, the batch count and ``Problem.batch_args()``.
+FORWARD_SCALARS = 18
+
 
 class Plan(NamedTuple):
     """One kernel launch: the kernel, its (one-dimensional) grid and block, and the scalars after the addresses.

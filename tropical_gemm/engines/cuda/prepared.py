@@ -100,7 +100,7 @@ class PreparedSplitK(NamedTuple):
             a_off, b_off = plan.rest_offsets
             self.rest.launch(a + a_off, b + b_off, parts + plan.splits * plan.part_bytes,
                              None if idx is None else index_parts + plan.splits * plan.index_part_bytes, stream)
-        self.combine.launch((parts, 0 if idx is None else index_parts, c, 0 if idx is None else idx), stream)
+        self.combine.launch((parts, 0 if idx is None else index_parts, c, 0 if idx is None else idx, a, b), stream)
 
 
 class PreparedBackward(NamedTuple):

@@ -5,6 +5,9 @@ equal slices of K side by side (the slice index an extra, leading batch
 dim), one more launch for any rest, and a combine kernel that ⊕s the
 partial results and keeps the argmax of the earliest slice that attains the
 result.  ⊕ is exact and associative, so the bits are those of one launch.
+Where the slices' kernel leaves its argmax to a resolve (the square
+family's), the combine resolves it, once per output of the whole product,
+instead of each slice resolving its own partials.
 The partials live in a scratch buffer of ``scratch_bytes`` that the caller
 provides: the array path takes cupy arrays, the torch bridge one tensor.
 """
@@ -39,7 +42,9 @@ class SplitKPlan(NamedTuple):
     argmaxes of ``index_part_bytes`` each from ``index_offset``); ``rest``
     the last, shorter slice, reading its operands ``rest_offsets`` bytes
     further on and writing the partial after the others; ``combine`` ⊕s
-    the partials into C.
+    the partials into C, and resolves the argmax where the slices' plans
+    leave it to a resolve (theirs is then dropped).  Its addresses are
+    (partials, their argmaxes, C, argmax, A, B).
     """
 
     slices: ForwardPlan
@@ -79,10 +84,17 @@ def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         rest_plan = plan_forward((*a_shape[:-1], rest), a_strides, (*b_shape[:-2], rest, n), b_strides, batch,
                                  dtype, semiring, argmax, sms, False)
         offsets = (splits * chunk * a_strides[-1] * itemsize, splits * chunk * b_strides[-2] * itemsize)
+    whole = plan_forward(a_shape, a_strides, b_shape, b_strides, batch, dtype, semiring, argmax, sms, False)
+    depth = 0  # the combine's resolve depth; the tiles that need a resolve never transpose, as it assumes
+    if slices.resolve is not None:  # one resolve, in the combine, for the whole product
+        depth = max(plan.resolve.int32_scalars[0] for plan in (slices, rest_plan) if plan and plan.resolve)
+        slices = slices._replace(resolve=None)
+        if rest_plan is not None:
+            rest_plan = rest_plan._replace(resolve=None)
     outputs = math.prod(batch) * a_shape[-2] * n
     part_bytes = outputs * itemsize
     index_offset = -(-count * part_bytes // _ALIGN) * _ALIGN
     combine = Plan(make_spec("combine", semiring, dtype), elementwise_grid(outputs), ELEMENTWISE_THREADS,
-                   (count, outputs, chunk))
+                   (count, outputs, chunk, *whole.product.scalars), (depth,))
     return SplitKPlan(slices, rest_plan, offsets, combine, splits, part_bytes, outputs * 4, index_offset,
                       index_offset + (count * outputs * 4 if argmax else 0))
