@@ -316,7 +316,7 @@ def test_split_k_keeps_values_and_earliest_argmax(cp, dtype, a_shape, b_shape):
                                                       ((2, 320, 560), (560, 157), "row")])
 def test_split_k_resolves_the_argmax_once_in_the_combine(cp, dtype, a_shape, b_shape, b_layout):
     """Resolved tiles (square, small) cut into K slices leave the argmax to the combine, which resolves it from
-    the slice's first k for the whole product.
+    the slice's first k for the whole product, reading a transposed copy of a row-major B.
 
     637×557×157 runs as two slices and a rest of one k; the batch shares B.
     Ties across slices and within a slice must still go to the smallest k.
@@ -333,11 +333,32 @@ def test_split_k_resolves_the_argmax_once_in_the_combine(cp, dtype, a_shape, b_s
                                "max_plus", True, 0)
     assert isinstance(prepared, PreparedSplitK) and prepared.slices.plan.resolve is None
     assert prepared.plan.combine.int32_scalars == (8,)  # the small tile's slice depth
+    assert (prepared.plan.b_copy is not None) == (b_layout == "row")
     for semiring in ("max_plus", "min_plus", "max_min"):
         want = tg.matmul(a, b, semiring, argmax=True)
         got = tg.matmul(cp.asarray(a), device_b, semiring, argmax=True)
         assert_same_bits(got[0], want[0])
         assert_same_bits(got[1], want[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
+@pytest.mark.parametrize("shape", [(1, 1), (33, 70), (64, 32), (557, 157)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_transpose_copies_a_matrix_of_either_layout_exactly(cp, dtype, shape, order):
+    """The combine's B^T: tiles ragged at both edges, rows or columns contiguous, extreme values kept."""
+    from tropical_gemm.jit import make_spec, tiers
+
+    rng = np.random.default_rng(sum(shape))
+    info = np.iinfo(dtype) if dtype.startswith("int") else np.finfo(dtype)
+    host = rng.integers(-1000, 1000, shape).astype(dtype)
+    host.flat[0], host.flat[-1] = info.min, info.max
+    x = cp.asarray(host, order=order)
+    y = cp.full(shape[::-1], 7, dtype)
+    rows, cols = shape
+    tiles = -(-rows // 32) * -(-cols // 32)
+    kernel = tiers().get_function(make_spec("transpose", "max_plus", dtype), 0)
+    kernel((tiles,), (256,), (x, y, rows, cols, x.strides[0] // x.itemsize, x.strides[1] // x.itemsize))
+    np.testing.assert_array_equal(y.get(), host.T)
 
 
 @pytest.mark.parametrize("rank, dtype", [(3, "float32"), (14, "float64"), (20, "int64"), (25, "int32")])

@@ -17,8 +17,8 @@ from ..dtypes import FLOAT_DTYPES
 from ..semirings import get_semiring, semirings
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
-                         "backward_ordered_b", "combine", "merge", "fill", "gather", "gather_index", "argmax_offset",
-                         "reduce", "walk", "widen", "narrow")
+                         "backward_ordered_b", "combine", "merge", "fill", "gather", "gather_index", "transpose",
+                         "argmax_offset", "reduce", "walk", "widen", "narrow")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
 scatter into both operands with atomics (the default: one launch); the
@@ -26,7 +26,9 @@ ordered scatters, one per operand, of the deterministic mode; and the small
 kernels around them, so that no product path makes CuPy compile a kernel of
 its own: ⊕ of K slices with their argmax (``combine``), of two partial
 products (``merge``, for Dask), the K = 0 result (``fill``), strided copies
-into contiguous buffers (``gather``; ``gather_index`` to int32) and a chunk's
+into contiguous buffers (``gather``; ``gather_index`` to int32; ``transpose``,
+a matrix's transpose through shared-memory tiles, for the combine's argmax
+resolve) and a chunk's
 argmax moved to the product's k (``argmax_offset``); and the ⊕ of each row
 of a strided matrix with its argmax (``reduce``, einsum's single-operand steps); einsum's
 configuration walk over every step's argmax, one thread per output element (``walk``, whose dtype
@@ -44,7 +46,7 @@ FORWARD_OPS: tuple[str, ...] = ("forward", "forward_argmax")
 ORDERED_BACKWARD_OPS: tuple[str, ...] = ("backward_ordered_a", "backward_ordered_b")
 BACKWARD_OPS: tuple[str, ...] = ("backward", *ORDERED_BACKWARD_OPS)
 #: Ops whose kernel does not depend on the semiring: their specs carry max_plus and their names omit it.
-SEMIRING_FREE_OPS: tuple[str, ...] = ("gather", "gather_index", "argmax_offset", "walk")
+SEMIRING_FREE_OPS: tuple[str, ...] = ("gather", "gather_index", "transpose", "argmax_offset", "walk")
 #: Ops defined for some dtypes only (the rest take every supported dtype, backward ops the float ones).
 _OP_DTYPES: dict[str, tuple[str, ...]] = {"gather_index": ("int32", "int64"), "argmax_offset": ("int32",)}
 CAST_OPS: tuple[str, ...] = ("widen", "narrow")

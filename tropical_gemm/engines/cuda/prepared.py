@@ -70,10 +70,12 @@ def prepare_product(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shap
         return None
     split = plan_split_k(a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring, argmax,
                          gpu.sm_count(device), plan.splits, np.dtype(dtype).itemsize)
-    tiers().prefetch([split.combine.spec], device)  # compiles beside the slices' kernel, not after it
+    around = [plan for plan in (split.b_copy, split.combine) if plan is not None]
+    tiers().prefetch([plan.spec for plan in around], device)  # compiles beside the slices' kernel, not after it
     rest = None if split.rest is None else PreparedProduct(split.rest, bind_forward(split.rest, device), device)
     return PreparedSplitK(split, PreparedProduct(split.slices, bind_forward(split.slices, device), device), rest,
-                          bind(split.combine, device), device)
+                          bind(split.combine, device), None if split.b_copy is None else bind(split.b_copy, device),
+                          device)
 
 
 class PreparedSplitK(NamedTuple):
@@ -83,6 +85,7 @@ class PreparedSplitK(NamedTuple):
     slices: PreparedProduct
     rest: PreparedProduct | None
     combine: Launchable
+    b_copy: Launchable | None
     device: int
 
     @property
@@ -100,7 +103,12 @@ class PreparedSplitK(NamedTuple):
             a_off, b_off = plan.rest_offsets
             self.rest.launch(a + a_off, b + b_off, parts + plan.splits * plan.part_bytes,
                              None if idx is None else index_parts + plan.splits * plan.index_part_bytes, stream)
-        self.combine.launch((parts, 0 if idx is None else index_parts, c, 0 if idx is None else idx, a, b), stream)
+        b_resolved = b
+        if self.b_copy is not None:  # B transposed for the combine's resolve
+            b_resolved = scratch + plan.b_copy_offset
+            self.b_copy.launch((b, b_resolved), stream)
+        self.combine.launch((parts, 0 if idx is None else index_parts, c, 0 if idx is None else idx, a, b_resolved),
+                            stream)
 
 
 class PreparedBackward(NamedTuple):

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from ...jit import make_spec
 from ...jit.source import ELEMENTWISE_THREADS
-from .plan import ForwardPlan, Plan, elementwise_grid, plan_forward
+from .plan import GRID_LIMIT, ForwardPlan, Plan, elementwise_grid, plan_forward
 
 #: Partial argmaxes are int32, after the partial values (aligned to this many bytes).
 _ALIGN = 256
@@ -44,7 +44,10 @@ class SplitKPlan(NamedTuple):
     further on and writing the partial after the others; ``combine`` ⊕s
     the partials into C, and resolves the argmax where the slices' plans
     leave it to a resolve (theirs is then dropped).  Its addresses are
-    (partials, their argmaxes, C, argmax, A, B).
+    (partials, their argmaxes, C, argmax, A, B).  ``b_copy``, if any, first
+    transposes B into the scratch at ``b_copy_offset``, and the combine's
+    resolve reads that copy: each output's slice of B is then one run of
+    memory rather than a sector per k.
     """
 
     slices: ForwardPlan
@@ -56,6 +59,8 @@ class SplitKPlan(NamedTuple):
     index_part_bytes: int
     index_offset: int
     scratch_bytes: int
+    b_copy: Plan | None
+    b_copy_offset: int
 
 
 def _with_slice_dim(shape: tuple[int, ...], strides: tuple[int, ...], rank: int, k_axis: int, chunk: int,
@@ -93,8 +98,29 @@ def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
             rest_plan = rest_plan._replace(resolve=None)
     outputs = math.prod(batch) * a_shape[-2] * n
     part_bytes = outputs * itemsize
-    index_offset = -(-count * part_bytes // _ALIGN) * _ALIGN
+    index_offset = _aligned(count * part_bytes)
+    scratch_bytes = index_offset + (count * outputs * 4 if argmax else 0)
+    operands = whole.product.scalars
+    b_copy, b_copy_offset = None, 0
+    if depth and _copy_b_for_the_resolve(b_shape, b_strides, outputs):
+        tiles = -(-k // 32) * -(-n // 32)
+        b_copy = Plan(make_spec("transpose", "max_plus", dtype), min(tiles, GRID_LIMIT), ELEMENTWISE_THREADS,
+                      (k, n, b_strides[-2], b_strides[-1]))
+        b_copy_offset = _aligned(scratch_bytes)
+        scratch_bytes = b_copy_offset + n * k * itemsize
+        operands = (*operands[:5], 1, k, *operands[7:])  # B's k and n strides in the copy
     combine = Plan(make_spec("combine", semiring, dtype), elementwise_grid(outputs), ELEMENTWISE_THREADS,
-                   (count, outputs, chunk, *whole.product.scalars), (depth,))
+                   (count, outputs, chunk, *operands), (depth,))
     return SplitKPlan(slices, rest_plan, offsets, combine, splits, part_bytes, outputs * 4, index_offset,
-                      index_offset + (count * outputs * 4 if argmax else 0))
+                      scratch_bytes, b_copy, b_copy_offset)
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // _ALIGN) * _ALIGN
+
+
+def _copy_b_for_the_resolve(b_shape: tuple[int, ...], b_strides: tuple[int, ...], outputs: int) -> bool:
+    """Whether the combine's resolve should read a k-contiguous copy of B: B is one matrix (shared by any
+    batch), k is not its contiguous axis, and the copy is no larger than the output."""
+    one_matrix = all(size == 1 or stride == 0 for size, stride in zip(b_shape[:-2], b_strides[:-2]))
+    return one_matrix and abs(b_strides[-2]) != 1 and b_shape[-2] * b_shape[-1] <= outputs
