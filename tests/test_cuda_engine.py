@@ -342,6 +342,43 @@ def test_split_k_resolves_the_argmax_once_in_the_combine(cp, dtype, a_shape, b_s
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+def test_an_argmax_resolve_reads_a_transposed_copy_of_a_row_major_b(cp, dtype, b_layout):
+    """One launch of the small tile (no K slices) whose resolve reads B^T from scratch memory; ties to the
+    smallest k, and the plan without a copy where B is already k-contiguous."""
+    from tropical_gemm.engines.cuda import plan_forward
+
+    rng = np.random.default_rng(47)
+    a = rng.integers(-3, 3, size=(509, 301)).astype(dtype)
+    b = rng.integers(-3, 3, size=(301, 509)).astype(dtype)
+    device_b = cp.asarray(b) if b_layout == "row" else cp.asfortranarray(cp.asarray(b))
+    plan = plan_forward(a.shape, (301, 1), b.shape, tuple(s // b.itemsize for s in device_b.strides), (), dtype,
+                        "max_plus", True, cp.cuda.Device().attributes["MultiProcessorCount"], True)
+    assert plan.splits == 1 and plan.resolve is not None
+    assert (plan.scratch_bytes > 0) == (b_layout == "row")
+    for semiring in ("max_plus", "min_plus", "max_min"):
+        want = tg.matmul(a, b, semiring, argmax=True)
+        got = tg.matmul(cp.asarray(a), device_b, semiring, argmax=True)
+        assert_same_bits(got[0], want[0])
+        assert_same_bits(got[1], want[1])
+
+
+@pytest.mark.torch
+def test_a_torch_argmax_product_gives_the_resolve_its_scratch(cp):
+    """The prepared path allocates the resolve's copy of B from torch's allocator."""
+    torch = pytest.importorskip("torch")
+    from tropical_gemm.torch import tropical_matmul_with_argmax
+
+    rng = np.random.default_rng(48)
+    a, b = rng.integers(-3, 3, size=(509, 301)).astype("float32"), rng.integers(-3, 3, size=(301, 509)).astype("float32")
+    values, argmax = tropical_matmul_with_argmax(torch.tensor(a, device="cuda"), torch.tensor(b, device="cuda"),
+                                                 "max_plus")
+    want = tg.matmul(a, b, "max_plus", argmax=True)
+    assert_same_bits(values.cpu().numpy(), want[0])
+    np.testing.assert_array_equal(argmax.cpu().numpy(), want[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
 @pytest.mark.parametrize("shape", [(1, 1), (33, 70), (64, 32), (557, 157)])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_transpose_copies_a_matrix_of_either_layout_exactly(cp, dtype, shape, order):

@@ -50,7 +50,7 @@ def test_the_prepared_slices_are_the_array_paths_slices(a_shape, b_shape, transp
                             (plan.splits, *batch), "float32", "max_plus", True, SMS, False)
     # the same launches, but the slices leave their argmax to the combine, which resolves the whole product's
     assert expected.resolve is not None
-    assert split.slices == expected._replace(resolve=None)
+    assert split.slices == expected.without_resolve()
     assert (split.rest is None) == (rest == 0)
     assert split.rest is None or split.rest.resolve is None
     whole = plan_forward(a.shape, _element_strides(a), b.shape, _element_strides(b), batch, "float32", "max_plus",

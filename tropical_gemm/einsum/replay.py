@@ -154,7 +154,8 @@ def _bind(op: Any, dtype: str, semiring: str, device: int) -> "tuple[Any, int] |
 
 
 class _Sliced:
-    """A ``PreparedSplitK`` as one launch on ``(a, b, c, argmax or 0, scratch)``."""
+    """A prepared product that needs scratch memory (K slices, or B's copy for its argmax resolve) as one launch
+    on ``(a, b, c, argmax or 0, scratch)``."""
 
     __slots__ = ("product", "argmax")
 

@@ -58,11 +58,37 @@ def bind_forward(plan: ForwardPlan, device: int) -> tuple[Launchable, ...]:
 
 
 def bind_tuned(plan: ForwardPlan, device: int) -> tuple[Launchable, ...]:
-    """The tuned product, then the argmax resolve if the tile needs one."""
+    """The tuned product, then the argmax resolve if the tile needs one (reading B's copy if the plan has one)."""
     product = bind(plan.product, device)
     if plan.resolve is None:
         return (product,)
-    return product, bind(plan.resolve, device)
+    resolve = bind(plan.resolve, device)
+    if plan.b_copy is None:
+        return product, resolve
+    return product, CopiedResolve(bind(plan.b_copy, device), resolve)
+
+
+def launch_forward(kernels: tuple[Launchable, ...], addresses: tuple, stream: "int | None", scratch: int) -> None:
+    """Queue a forward's launches (``bind_forward``'s) on ``addresses``; ``scratch``: the plan's scratch memory."""
+    for kernel in kernels:
+        if isinstance(kernel, (CopiedResolve, TieredForward)):
+            kernel.launch(addresses, stream, scratch)
+        else:
+            kernel.launch(addresses, stream)
+
+
+class CopiedResolve:
+    """An argmax resolve that reads B transposed: B copied into the scratch memory, then the resolve on the copy."""
+
+    __slots__ = ("copy", "resolve")
+
+    def __init__(self, copy: Launchable, resolve: Launchable) -> None:
+        self.copy, self.resolve = copy, resolve
+
+    def launch(self, addresses: tuple, stream: "int | None" = None, scratch: int = 0) -> None:
+        a, b, c, idx = addresses
+        self.copy.launch((b, scratch), stream)
+        self.resolve.launch((a, scratch, c, idx), stream)
 
 
 class TieredForward:
@@ -78,7 +104,7 @@ class TieredForward:
         self.plan, self.device, self.baseline = plan, device, baseline
         self.tuned: tuple[Launchable, ...] | None = None
 
-    def launch(self, addresses: tuple, stream: "int | None" = None) -> None:
+    def launch(self, addresses: tuple, stream: "int | None" = None, scratch: int = 0) -> None:
         tuned = self.tuned
         if tuned is None:
             if tiers().serve_baseline(self.plan.spec, self.device, self.plan.companions):
@@ -86,5 +112,4 @@ class TieredForward:
                 self.baseline.launch(addresses, stream)
                 return
             tuned = self.tuned = bind_tuned(self.plan, self.device)
-        for kernel in tuned:
-            kernel.launch(addresses, stream)
+        launch_forward(tuned, addresses, stream, scratch)

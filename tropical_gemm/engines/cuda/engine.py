@@ -18,7 +18,7 @@ from ...semirings import Semiring
 from .. import cuda_aux, cupy_module
 from . import gpu
 from .batching import element_strides, split_batches
-from .binding import bind, bind_forward
+from .binding import bind, bind_forward, launch_forward
 from .plan import nothing_to_reduce, plan_backward, plan_forward
 from .prepared import prepare_product
 from .split import k_slices
@@ -61,9 +61,9 @@ def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch:
         prepared.launch(a.data.ptr, b.data.ptr, c.data.ptr, None if idx is None else idx.data.ptr,
                         cupy_module().cuda.get_current_stream().ptr, scratch.data.ptr)
         return
-    addresses = plan.addresses(a, b, c, idx)
-    for kernel in bind_forward(plan, device):
-        kernel.launch(addresses, None)
+    scratch = cupy_module().empty(plan.scratch_bytes, dtype=np.uint8) if plan.scratch_bytes else None
+    launch_forward(bind_forward(plan, device), plan.addresses(a, b, c, idx), None,
+                   0 if scratch is None else scratch.data.ptr)
 
 
 def _split_k(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch: tuple[int, ...], splits: int) -> None:

@@ -15,6 +15,8 @@ import math
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
 from ...jit.spec import KernelSpec, make_spec
 from ...shapes import ProductShape
@@ -73,6 +75,8 @@ class ForwardPlan(NamedTuple):
     output, argmax in one pass), with the same arguments: it serves while the
     tuned kernel compiles in the background.  ``swap_operands``: the plan
     computes C^T = B^T ⊗ A^T.  ``splits`` > 1 means: run as K slices instead.
+    ``b_copy``: the resolve reads B transposed (k-contiguous), which this
+    launch writes, from B, into ``scratch_bytes`` of scratch memory.
     """
 
     product: Plan
@@ -80,6 +84,8 @@ class ForwardPlan(NamedTuple):
     baseline: Plan
     swap_operands: bool
     splits: int
+    b_copy: Plan | None = None
+    scratch_bytes: int = 0
 
     @property
     def spec(self) -> KernelSpec:
@@ -87,8 +93,12 @@ class ForwardPlan(NamedTuple):
 
     @property
     def companions(self) -> tuple[KernelSpec, ...]:
-        """Kernels launched after the product's own: the argmax resolve, if the tile needs one."""
-        return () if self.resolve is None else (self.resolve.spec,)
+        """Kernels launched after the product's own: the argmax resolve, if the tile needs one, and B's copy."""
+        return tuple(plan.spec for plan in (self.b_copy, self.resolve) if plan is not None)
+
+    def without_resolve(self) -> "ForwardPlan":
+        """The product alone: its argmax left as recorded, for a later launch to resolve."""
+        return self._replace(resolve=None, b_copy=None, scratch_bytes=0)
 
     def addresses(self, a: Any, b: Any, c: Any, idx: Any) -> tuple:
         """The kernels' leading arguments, in their order: operands swapped where the plan transposed."""
@@ -169,17 +179,48 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
     scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())
     per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
-    resolve = None
+    resolve, b_copy, scratch_bytes = None, None, 0
     if argmax and tile in RESOLVED_TILES:
-        # the square argmax left slice numbers in idx: the resolve reads the same arguments, and the slice depth
-        resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, scalars,
+        # the square argmax left slices' first k in idx: the resolve reads the same arguments, and the slice depth
+        operands = scalars
+        if copy_b_for_the_resolve(b_shape, b_strides, m * n * batches):
+            b_copy = transpose_plan(dtype, k, n, b_sk, b_sn)
+            scratch_bytes = k * n * np.dtype(dtype).itemsize
+            operands = with_b_transposed(scalars)
+        resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, operands,
                        (shape.bk,))
     baseline = make_spec(op, semiring, dtype, tile="baseline")
     return ForwardPlan(
         product=Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars), resolve=resolve,
         baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
         swap_operands=transpose, splits=k_splits(tiles, k, sms, _waves(tile, op)) if may_split else 1,
+        b_copy=b_copy, scratch_bytes=scratch_bytes,
     )
+
+
+def copy_b_for_the_resolve(b_shape: tuple[int, ...], b_strides: tuple[int, ...], outputs: int) -> bool:
+    """Whether an argmax resolve should read a k-contiguous copy of B (see ``transpose_plan``).
+
+    Where B's k is not its contiguous axis, each k of an output's slice is a
+    sector of its own; in the copy the slice is one run.  Only where B is
+    one matrix (shared by any batch), and the copy is no larger than the
+    output: a bounded, transient cost.
+    """
+    one_matrix = all(size == 1 or stride == 0 for size, stride in zip(b_shape[:-2], b_strides[:-2]))
+    return one_matrix and abs(b_strides[-2]) != 1 and b_shape[-2] * b_shape[-1] <= outputs
+
+
+def transpose_plan(dtype: str, k: int, n: int, b_sk: int, b_sn: int) -> Plan:
+    """The launch writing B (K × N, strides in elements) transposed and C-contiguous: (B address, copy address)."""
+    tiles = -(-k // 32) * -(-n // 32)
+    return Plan(make_spec("transpose", "max_plus", dtype), min(tiles, GRID_LIMIT), ELEMENTWISE_THREADS,
+                (k, n, b_sk, b_sn))
+
+
+def with_b_transposed(scalars: tuple[int, ...]) -> tuple[int, ...]:
+    """A forward launch's scalars with B's k and n strides those of its C-contiguous transpose."""
+    k = scalars[2]
+    return (*scalars[:5], 1, k, *scalars[7:])
 
 
 @lru_cache(maxsize=1024)

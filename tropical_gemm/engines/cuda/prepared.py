@@ -21,7 +21,7 @@ from ...jit import driver, tiers
 from ...shapes import product_shape
 from . import gpu
 from .batching import KERNEL_BATCH_DIMS
-from .binding import Launchable, bind, bind_forward
+from .binding import Launchable, bind, bind_forward, launch_forward
 from .plan import ForwardPlan, one_launch_each, plan_backward, plan_forward
 from .split import SplitKPlan, plan_split_k
 
@@ -33,19 +33,20 @@ class PreparedProduct(NamedTuple):
     kernels: tuple[Launchable, ...]
     device: int
 
-    #: Bytes of scratch memory a launch needs (none: it writes C directly).
-    scratch_bytes = 0
+    @property
+    def scratch_bytes(self) -> int:
+        """Bytes of scratch memory a launch needs: B's copy for the argmax resolve, if the plan makes one."""
+        return self.plan.scratch_bytes
 
     def launch(self, a: int, b: int, c: int, idx: int | None, stream: int, scratch: int = 0) -> None:
         """Queue ``c = a ⊗ b`` (and the argmax into ``idx``, if the signature has one) on ``stream``.
 
         Addresses of memory on ``device``; ``c`` and ``idx`` new and C-contiguous;
-        ``stream`` a raw handle; ``scratch`` unused (see ``scratch_bytes``).
-        Each launch makes its kernel's context current where another is.
+        ``stream`` a raw handle; ``scratch``: ``scratch_bytes`` of device memory,
+        stream-ordered, if any.  Each launch makes its kernel's context current
+        where another is.
         """
-        addresses = self.plan.addresses(a, b, c, idx)
-        for kernel in self.kernels:
-            kernel.launch(addresses, stream)
+        launch_forward(self.kernels, self.plan.addresses(a, b, c, idx), stream, scratch)
 
 
 @lru_cache(maxsize=1024)

@@ -21,7 +21,8 @@ from functools import lru_cache
 
 from ...jit import make_spec
 from ...jit.source import ELEMENTWISE_THREADS
-from .plan import GRID_LIMIT, ForwardPlan, Plan, elementwise_grid, plan_forward
+from .plan import (ForwardPlan, Plan, copy_b_for_the_resolve, elementwise_grid, plan_forward, transpose_plan,
+                   with_b_transposed)
 
 #: Partial argmaxes are int32, after the partial values (aligned to this many bytes).
 _ALIGN = 256
@@ -93,22 +94,20 @@ def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     depth = 0  # the combine's resolve depth; the tiles that need a resolve never transpose, as it assumes
     if slices.resolve is not None:  # one resolve, in the combine, for the whole product
         depth = max(plan.resolve.int32_scalars[0] for plan in (slices, rest_plan) if plan and plan.resolve)
-        slices = slices._replace(resolve=None)
+        slices = slices.without_resolve()
         if rest_plan is not None:
-            rest_plan = rest_plan._replace(resolve=None)
+            rest_plan = rest_plan.without_resolve()
     outputs = math.prod(batch) * a_shape[-2] * n
     part_bytes = outputs * itemsize
     index_offset = _aligned(count * part_bytes)
     scratch_bytes = index_offset + (count * outputs * 4 if argmax else 0)
     operands = whole.product.scalars
     b_copy, b_copy_offset = None, 0
-    if depth and _copy_b_for_the_resolve(b_shape, b_strides, outputs):
-        tiles = -(-k // 32) * -(-n // 32)
-        b_copy = Plan(make_spec("transpose", "max_plus", dtype), min(tiles, GRID_LIMIT), ELEMENTWISE_THREADS,
-                      (k, n, b_strides[-2], b_strides[-1]))
+    if depth and copy_b_for_the_resolve(b_shape, b_strides, outputs):
+        b_copy = transpose_plan(dtype, k, n, b_strides[-2], b_strides[-1])
         b_copy_offset = _aligned(scratch_bytes)
         scratch_bytes = b_copy_offset + n * k * itemsize
-        operands = (*operands[:5], 1, k, *operands[7:])  # B's k and n strides in the copy
+        operands = with_b_transposed(operands)
     combine = Plan(make_spec("combine", semiring, dtype), elementwise_grid(outputs), ELEMENTWISE_THREADS,
                    (count, outputs, chunk, *operands), (depth,))
     return SplitKPlan(slices, rest_plan, offsets, combine, splits, part_bytes, outputs * 4, index_offset,
@@ -117,10 +116,3 @@ def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
 
 def _aligned(nbytes: int) -> int:
     return -(-nbytes // _ALIGN) * _ALIGN
-
-
-def _copy_b_for_the_resolve(b_shape: tuple[int, ...], b_strides: tuple[int, ...], outputs: int) -> bool:
-    """Whether the combine's resolve should read a k-contiguous copy of B: B is one matrix (shared by any
-    batch), k is not its contiguous axis, and the copy is no larger than the output."""
-    one_matrix = all(size == 1 or stride == 0 for size, stride in zip(b_shape[:-2], b_strides[:-2]))
-    return one_matrix and abs(b_strides[-2]) != 1 and b_shape[-2] * b_shape[-1] <= outputs
