@@ -20,8 +20,8 @@ Besides the time to the first result, and the part of it that imports the
 library, each run reports our compiles (in the
 call, and in the background), CuPy's own compiles (files in its cache: the
 target is none), the launches served by baseline kernels, and the time per
-call once the background compiles are done (median of repeated calls), to
-compare with the warm process's.  Nothing here primes any cache.
+call once the background compiles are done (calls back to back, as
+``throughput.py`` times them), to compare with the warm process's.  Nothing here primes any cache.
 
     python benchmarks/startup.py [--out DIR] [--warm-runs 3] [--stories NAME ...]
 
@@ -55,8 +55,10 @@ STORIES: dict[str, tuple[str, str, int, bool]] = {
     "torch f32 max_plus 1024³, forward + backward": ("torch", "float32", 1024, True),
     "torch f32 max_plus 256³, forward + backward": ("torch", "float32", 256, True),
 }
-#: Calls timed after the background compiles, for the per-call time on tuned kernels.
+#: Calls timed after the background compiles, for the per-call time on tuned kernels: the median of
+#: STEADY_BLOCKS blocks of STEADY_CALLS calls each.
 STEADY_CALLS = 10
+STEADY_BLOCKS = 5
 
 
 # ------------------------------------------------------------------ child
@@ -94,13 +96,14 @@ def _child(story: str) -> dict[str, Any]:
 
     in_call = jit.stats()
     jit.wait()
-    steady = []
-    for _ in range(STEADY_CALLS):
+    steady = []  # back to back, as benchmarks/throughput.py times calls: blocks of STEADY_CALLS, then a sync
+    for _ in range(STEADY_BLOCKS):
         sync()
         t = time.perf_counter()
-        call()
+        for _ in range(STEADY_CALLS):
+            call()
         sync()
-        steady.append(time.perf_counter() - t)
+        steady.append((time.perf_counter() - t) / STEADY_CALLS)
     done = jit.stats()
     cupy_cache = Path(os.environ["CUPY_CACHE_DIR"])
     return {
