@@ -3,8 +3,13 @@
 Cases (max_plus, float32; each timed warm, i.e. with the plan cached and the
 kernels loaded, as the median of a few runs, synchronised).  Each row's
 ``size`` says which target it speaks to: "large" rows are big products, where
-the issue asks for 50x torch-semiring-einsum; "overhead-bound" rows are many
-small steps, whose time is mostly the host's.
+the issue asks for 50x torch-semiring-einsum; "memory-bound" rows are large
+too, but each step reads its operand once (matrix-vector steps), so reading
+the operands at the GPU's copy bandwidth bounds both sides: such a row also
+reports that floor (``floor_seconds``), the most any implementation could gain
+on torch-semiring-einsum (``speedup_ceiling``) and our share of the bandwidth
+(``of_bandwidth``); "overhead-bound" rows are many small steps, whose time is
+mostly the host's.
 
 * ``matmul-N``: "ij,jk->ik", values alone (``seconds``) and with the
   configuration, against torch-semiring-einsum's ``log_viterbi_einsum_forward``
@@ -53,9 +58,10 @@ from tropical_gemm.einsum.lower import ArrayOps, array_ops, execute  # noqa: E40
 from tropical_gemm.einsum.plan import Pair, make_plan  # noqa: E402
 from tropical_gemm.semirings import get_semiring  # noqa: E402
 
-#: A row's ``size``: its steps are large products (the issue's "large sizes" target applies), or
+#: A row's ``size``: its steps are large products (the issue's "large sizes" target applies), large
+#: steps bound by reading their operands once (matrix-vector: the bandwidth bounds any speed-up), or
 #: many small steps whose time is mostly the host's (the per-step overhead target applies).
-SIZE_LARGE, SIZE_SMALL = "large", "overhead-bound"
+SIZE_LARGE, SIZE_MEMORY, SIZE_SMALL = "large", "memory-bound", "overhead-bound"
 
 
 class Device:
@@ -184,7 +190,8 @@ def network_case(dev: Device, name: str, args: list, tse, repeats: int, check=No
     row = {"case": name, "size": size, "seconds": ours, "seconds_with_configuration": with_config,
            "planning_seconds": planning, "first_call_seconds": first, "steps": len(plan.steps),
            "largest_intermediate": max(int(np.prod(s.out_shape)) for s in plan.steps),
-           "value": float(dev.get(value)) if dev.get(value).size == 1 else None}
+           "value": float(dev.get(value)) if dev.get(value).size == 1 else None,
+           "operand_bytes": sum(x.nbytes for x in args[0::2][: len(plan.operands)])}
     if check is not None:
         row["checked"] = bool(check(float(dev.get(value)), {k: dev.get(v) for k, v in config.items()}))
     if tse is not None and row["largest_intermediate"] <= 2**22:
@@ -331,8 +338,18 @@ def large_cases(dev: Device, tse, repeats: int, gpu: bool) -> list[dict]:
     rows.append(network_case(dev, f"chain-8x{n}", chain_args(8, n), tse, repeats, size=SIZE_LARGE))
     args, check = hmm_args(steps, states)
     rows.append(network_case(dev, f"hmm-{steps}x{states}", args, tse, repeats, check, optimize=left_fold(steps),
-                             size=SIZE_LARGE))
+                             size=SIZE_MEMORY))
     return rows
+
+
+def bandwidth_floor(row: dict, operand_bytes: int, bandwidth: float) -> dict:
+    """A memory-bound row's floor: its operands read once at ``bandwidth`` (bytes per second), and what it
+    bounds."""
+    floor = operand_bytes / bandwidth
+    extra = {"operand_bytes": operand_bytes, "floor_seconds": floor, "of_bandwidth": floor / row["seconds"]}
+    if "tse_seconds" in row:
+        extra["speedup_ceiling"] = row["tse_seconds"] / floor
+    return extra
 
 
 def run(device: str, quick: bool) -> dict:
@@ -343,6 +360,13 @@ def run(device: str, quick: bool) -> dict:
     rows = [case_single(dev, f"matmul-{n}", "ij,jk->ik", [(n, n), (n, n)], tse, repeats,
                         SIZE_LARGE if n >= 1024 else SIZE_SMALL) for n in ((256, 1024, 2048) if gpu else (64, 256))]
     rows += large_cases(dev, tse, repeats, gpu)
+    if gpu:  # the copy bandwidth of this GPU, measured now, for the memory-bound rows' floor
+        from ceilings import measure_bandwidth
+
+        bandwidth = measure_bandwidth()["best"] * 1e12 / 2  # its figure counts bytes read plus written
+        for row in rows:
+            if row["size"] == SIZE_MEMORY:
+                row.update(bandwidth_floor(row, row["operand_bytes"], bandwidth))
     args, check = hmm_args(1000, 64)
     # opt_einsum's greedy cost (memory removed) ties vector-matrix with matrix-matrix steps on a chain and
     # may pick the latter; Viterbi's own order is the left fold, given as an explicit path.
@@ -375,7 +399,7 @@ def table(report: dict) -> list[str]:
         cells += [f"{r[k]:>9.1f}" if k in r else f"{'-':>9}" for k in ("speedup", "speedup_with_configuration")]
         notes = ", ".join(f"{k}={r[k]:.4g}" if isinstance(r[k], float) else f"{k}={r[k]}"
                           for k in ("checked", "same_argmax", "largest_intermediate", "planning_seconds",
-                                    "first_call_seconds", "tse_error")
+                                    "first_call_seconds", "of_bandwidth", "speedup_ceiling", "tse_error")
                           if k in r)
         lines.append(f"{r['case']:<20}{r.get('size', '-'):<15}{''.join(cells)}  "
                      f"{str(r.get('identical', '-')):9}  {notes}")

@@ -47,8 +47,14 @@ def test_a_small_run_checks_and_reports(bench, tmp_path):
 def test_large_cases_run_sized_down_on_the_cpu(bench):
     """The large rows' code paths (several contracted indices, a chain, a many-state HMM) on the CPU sizes."""
     rows = bench.large_cases(bench.Device("cpu"), bench.tse_module(), 1, gpu=False)
-    assert [r["size"] for r in rows] == [bench.SIZE_LARGE] * 4
+    assert [r["size"] for r in rows] == [bench.SIZE_LARGE] * 3 + [bench.SIZE_MEMORY]
     assert rows[-1]["checked"] is True
+    hmm = rows[-1]  # its floor: 15 matrices of 256² float32 and the start vector, read once at 1 byte/s here
+    assert hmm["operand_bytes"] == 15 * 256 * 256 * 4 + 256 * 4
+    floor = bench.bandwidth_floor(hmm, hmm["operand_bytes"], 1.0)
+    assert floor["floor_seconds"] == hmm["operand_bytes"]
+    assert floor["of_bandwidth"] == floor["floor_seconds"] / hmm["seconds"]
+    assert ("speedup_ceiling" in floor) == ("tse_seconds" in hmm)
     for r in rows:
         if "tse_seconds" in r:
             assert r["identical"] is True and r.get("same_argmax", True) is True
