@@ -113,6 +113,18 @@ def test_arguments_reach_the_kernel_as_their_c_types(fake):
     assert len(params) == 6
 
 
+def test_repeated_launches_reuse_their_slots_and_each_passes_its_own_values(fake):
+    function = driver.load_function(b"cubin", "tg_kernel", 0)
+    bound = function.bind((1,), (32,), (np.int32(9),))
+    for leading in ((FakeArray(0x10), 5, None), (FakeArray(0x20), -3, 0x30), (np.int32(-2), 7, 8)):
+        bound.launch(leading, stream=0)
+    first, second, narrow = (launch["params"] for launch in fake.launches)
+    assert [_read(first, i, ctypes.c_int64) for i in range(3)] == [0x10, 5, 0]
+    assert [_read(second, i, ctypes.c_int64) for i in range(3)] == [0x20, -3, 0x30]
+    assert _read(narrow, 0, ctypes.c_int32) == -2 and _read(narrow, 1, ctypes.c_int64) == 7  # packed per launch
+    assert all(_read(params, 3, ctypes.c_int32) == 9 for params in (first, second, narrow))
+
+
 def test_the_call_form_of_cupy_function_packs_everything_per_launch(fake):
     function = driver.load_function(b"cubin", "tg_kernel", 0)
     function((3, 2), (128,), (np.int64(9), 4), stream=5)

@@ -225,9 +225,17 @@ class BoundLaunch:
     function's context current (CuPy's and torch's device); on any other the
     driver refuses the launch, which then runs again with the function's
     context pushed, so a refused launch never ran.
+
+    Leading arguments that are 64 bits wide (ints, arrays' addresses, None)
+    go into slots allocated at the first launch, whose parameter array is
+    built once: a repeated launch writes its values and calls the driver,
+    which copies them before it returns.  A lock keeps two threads from
+    writing the slots of one launch at once (ctypes lets go of the GIL
+    during the call).  Other leading arguments are packed per launch.
     """
 
-    __slots__ = ("function", "grid", "block", "scalars", "_scalar_pointers", "_head", "_cu_launch")
+    __slots__ = ("function", "grid", "block", "scalars", "_scalar_pointers", "_head", "_cu_launch", "_lock",
+                 "_slots", "_params")
 
     def __init__(self, function: Function, grid: tuple[int, int, int], block: tuple[int, int, int],
                  scalars: tuple) -> None:
@@ -235,19 +243,53 @@ class BoundLaunch:
         self._scalar_pointers = tuple(ctypes.addressof(v) for v in scalars)
         self._head = (ctypes.c_void_p(function.handle), *grid, *block, 0)
         self._cu_launch = library().cuLaunchKernel
+        self._lock = threading.Lock()
+        self._slots: Any = None
+        self._params: Any = None
 
     def launch(self, leading: Sequence[Any], stream: int | None = None) -> None:
         """Queue the kernel with ``leading`` arguments (arrays, addresses) before the bound ones."""
-        values = [ctypes.c_int64(v) if type(v) is int else kernel_argument(v) for v in leading]
-        pointers = (*map(ctypes.addressof, values), *self._scalar_pointers)  # values live until the call returns
-        params = (ctypes.c_void_p * len(pointers))(*pointers)
         handle = ctypes.c_void_p(default_stream() if stream is None else stream)
-        status = self._cu_launch(*self._head, handle, params, None)
+        words = _words(leading)
+        if words is None:  # an argument narrower than 64 bits: packed for this launch alone
+            values = [kernel_argument(v) for v in leading]
+            pointers = (*map(ctypes.addressof, values), *self._scalar_pointers)  # alive until the call returns
+            self._call(handle, (ctypes.c_void_p * len(pointers))(*pointers))
+            return
+        with self._lock:
+            slots = self._slots
+            if slots is None or len(slots) != len(words):
+                slots = self._slots = (ctypes.c_uint64 * len(words))()
+                first = ctypes.addressof(slots)
+                pointers = (*(first + 8 * i for i in range(len(words))), *self._scalar_pointers)
+                self._params = (ctypes.c_void_p * len(pointers))(*pointers)
+            slots[:] = words
+            self._call(handle, self._params)
+
+    def _call(self, stream: Any, params: Any) -> None:
+        status = self._cu_launch(*self._head, stream, params, None)
         if status in _WRONG_CONTEXT:
             with on_context(self.function.context):
-                status = self._cu_launch(*self._head, handle, params, None)
+                status = self._cu_launch(*self._head, stream, params, None)
         if status:
             check(library(), status, "cuLaunchKernel")
+
+
+def _words(leading: Sequence[Any]) -> list[int] | None:
+    """The leading arguments as 64-bit words (ints, arrays' addresses, None as null), or None where one is
+    narrower or of another type."""
+    words = []
+    for value in leading:
+        if type(value) is int:
+            words.append(value)
+        elif value is None:
+            words.append(0)
+        else:
+            pointer = getattr(getattr(value, "data", None), "ptr", None)
+            if pointer is None:
+                return None
+            words.append(pointer)
+    return words
 
 
 def load_function(binary: bytes, entry_name: str, device: int) -> Function:
