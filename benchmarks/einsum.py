@@ -343,10 +343,10 @@ def large_cases(dev: Device, tse, repeats: int, gpu: bool) -> list[dict]:
 
 
 def bandwidth_floor(row: dict, operand_bytes: int, bandwidth: float) -> dict:
-    """A memory-bound row's floor: its operands read once at ``bandwidth`` (bytes per second), and what it
-    bounds."""
+    """A memory-bound row's floor: its operands read once at ``bandwidth`` (bytes moved per second, as a
+    device-to-device copy moves them), and what it bounds."""
     floor = operand_bytes / bandwidth
-    extra = {"operand_bytes": operand_bytes, "floor_seconds": floor, "of_bandwidth": floor / row["seconds"]}
+    extra = {"bandwidth_bytes_per_second": bandwidth, "floor_seconds": floor, "of_bandwidth": floor / row["seconds"]}
     if "tse_seconds" in row:
         extra["speedup_ceiling"] = row["tse_seconds"] / floor
     return extra
@@ -363,7 +363,7 @@ def run(device: str, quick: bool) -> dict:
     if gpu:  # the copy bandwidth of this GPU, measured now, for the memory-bound rows' floor
         from ceilings import measure_bandwidth
 
-        bandwidth = measure_bandwidth()["best"] * 1e12 / 2  # its figure counts bytes read plus written
+        bandwidth = measure_bandwidth()["best"] * 1e12  # bytes moved (read plus written) per second by a copy
         for row in rows:
             if row["size"] == SIZE_MEMORY:
                 row.update(bandwidth_floor(row, row["operand_bytes"], bandwidth))
