@@ -2,9 +2,10 @@
 // P holds `count` partial results of `total` elements each, slice s covering k from s * chunk; PI their
 // argmax within the slice (-1: the slice's value is the zero), or null.  Partials are never NaN and their
 // zeros are +0.0, so ⊕ is exact in any order and equal values are equal bits.
-// resolve_depth > 0: the slices' kernels left the first k of a BK-deep slice holding the winner (the square
-// argmax's first phase), and the winner is found here from that k, once per output of the whole product,
-// whose arguments (A, B, M...) follow; as in argmax_resolve.  0: PI holds exact winners, and A, B... are unused.
+// The combine_resolve op (resolve_depth > 0): the slices' kernels left the first k of a BK-deep slice holding
+// the winner (the square argmax's first phase), and the winner is found here from that k, once per output of
+// the whole product, whose arguments (A, B, M...) follow; as in argmax_resolve.  The combine op: PI holds
+// exact winners, and A, B... are unused (its code has no resolve: it compiles in a third of the time).
 extern "C" __global__ void __launch_bounds__(${threads}) ${name}(
     const ${T}* __restrict__ P, const int* __restrict__ PI, ${T}* __restrict__ C, int* __restrict__ IDX,
     const ${T}* __restrict__ A, const ${T}* __restrict__ B, i64 count, i64 total, i64 chunk,
@@ -21,7 +22,7 @@ extern "C" __global__ void __launch_bounds__(${threads}) ${name}(
       while (s + 1 < count && P[s * total + e] != best) ++s;
       const int k = PI[s * total + e];
       int winner = k < 0 ? -1 : (int)(k + s * chunk);
-      if (winner >= 0 && resolve_depth > 0) {  // C is contiguous here: the kernels that need this never transpose
+      if (${resolve} && winner >= 0 && resolve_depth > 0) {  // C contiguous: tiles that resolve never transpose
         const i64 per_batch = M * N, batch = e / per_batch, m = (e % per_batch) / N, n = e % N;
         i64 a_off, b_off;
         bt.offsets(batch, a_off, b_off);

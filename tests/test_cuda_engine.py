@@ -332,6 +332,7 @@ def test_split_k_resolves_the_argmax_once_in_the_combine(cp, dtype, a_shape, b_s
     prepared = prepare_product(a.shape, tuple(s // a.itemsize for s in a.strides), b.shape, strides, dtype,
                                "max_plus", True, 0)
     assert isinstance(prepared, PreparedSplitK) and prepared.slices.plan.resolve is None
+    assert prepared.plan.combine.spec.op == "combine_resolve"
     assert prepared.plan.combine.int32_scalars == (8,)  # the small tile's slice depth
     assert (prepared.plan.b_copy is not None) == (b_layout == "row")
     for semiring in ("max_plus", "min_plus", "max_min"):

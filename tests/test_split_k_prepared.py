@@ -58,6 +58,7 @@ def test_the_prepared_slices_are_the_array_paths_slices(a_shape, b_shape, transp
     assert split.combine.scalars == (count, int(np.prod(batch, dtype=int)) * a.shape[-2] * b.shape[-1], chunk,
                                      *whole.product.scalars)
     assert split.combine.int32_scalars == expected.resolve.int32_scalars
+    assert split.combine.spec.op == "combine_resolve"
     assert len(whole.product.scalars) == FORWARD_SCALARS
 
 

@@ -114,7 +114,7 @@ _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu
 
 #: The fragment of each op that is not a forward, where its file is not named after the op.
 _OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_b": "backward_ordered.cu",
-                 "combine": "split_k_combine.cu", "gather_index": "gather.cu"}
+                 "combine": "split_k_combine.cu", "combine_resolve": "split_k_combine.cu", "gather_index": "gather.cu"}
 
 #: Threads per block of the one-thread-per-element kernels (argmax resolve, gradient scatters).
 ELEMENTWISE_THREADS = 256
@@ -180,6 +180,8 @@ def fragment(spec: KernelSpec) -> str:
         if spec.op in ORDERED_BACKWARD_OPS:
             operand = "a" if spec.op == "backward_ordered_a" else "b"
             values.update(operand=operand, to_a="true" if operand == "a" else "false")
+        if spec.op in ("combine", "combine_resolve"):
+            values.update(resolve="true" if spec.op == "combine_resolve" else "false")
         if spec.op in ("gather", "gather_index"):
             values.update(S=_C_TYPES[spec.dtype], D="int" if spec.op == "gather_index" else _C_TYPES[spec.dtype])
         template = read_cuda_file(_OP_TEMPLATES.get(spec.op, f"{spec.op}.cu"))
@@ -193,9 +195,9 @@ def fragment(spec: KernelSpec) -> str:
 #: memory).  No level changes numerics: that takes fast-math, never used.
 _FAST_COMPILE = {"small": "min", "baseline": "min"}
 #: The small kernels around products take it too: they are bound by memory,
-#: and a first call waits for their compile.  Not the split-K combine: it also
-#: resolves the square argmax, whose loop ran slower at "min".
-_FAST_COMPILE_OPS = ("merge", "fill", "gather", "gather_index", "argmax_offset", "walk")
+#: and a first call waits for their compile.  Not ``combine_resolve``: its
+#: argmax resolve loop ran a third slower at "min".
+_FAST_COMPILE_OPS = ("combine", "merge", "fill", "gather", "gather_index", "argmax_offset", "walk")
 
 
 def kernel_options(spec: KernelSpec) -> tuple[str, ...]:

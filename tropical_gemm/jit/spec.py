@@ -17,14 +17,15 @@ from ..dtypes import FLOAT_DTYPES
 from ..semirings import get_semiring, semirings
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
-                         "backward_ordered_b", "combine", "merge", "fill", "gather", "gather_index", "transpose",
-                         "argmax_offset", "reduce", "walk", "widen", "narrow")
+                         "backward_ordered_b", "combine", "combine_resolve", "merge", "fill", "gather",
+                         "gather_index", "transpose", "argmax_offset", "reduce", "walk", "widen", "narrow")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
 scatter into both operands with atomics (the default: one launch); the
 ordered scatters, one per operand, of the deterministic mode; and the small
 kernels around them, so that no product path makes CuPy compile a kernel of
-its own: ⊕ of K slices with their argmax (``combine``), of two partial
+its own: ⊕ of K slices with their argmax (``combine``; ``combine_resolve``
+also resolves the square tiles' argmax, for the whole product), of two partial
 products (``merge``, for Dask), the K = 0 result (``fill``), strided copies
 into contiguous buffers (``gather``; ``gather_index`` to int32; ``transpose``,
 a matrix's transpose through shared-memory tiles, for the combine's argmax

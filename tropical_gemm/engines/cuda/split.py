@@ -108,8 +108,8 @@ def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         b_copy_offset = _aligned(scratch_bytes)
         scratch_bytes = b_copy_offset + n * k * itemsize
         operands = with_b_transposed(operands)
-    combine = Plan(make_spec("combine", semiring, dtype), elementwise_grid(outputs), ELEMENTWISE_THREADS,
-                   (count, outputs, chunk, *operands), (depth,))
+    combine = Plan(make_spec("combine_resolve" if depth else "combine", semiring, dtype),
+                   elementwise_grid(outputs), ELEMENTWISE_THREADS, (count, outputs, chunk, *operands), (depth,))
     return SplitKPlan(slices, rest_plan, offsets, combine, splits, part_bytes, outputs * 4, index_offset,
                       scratch_bytes, b_copy, b_copy_offset)
 
