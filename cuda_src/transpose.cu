@@ -1,7 +1,7 @@
 // B^T of a strided matrix into a C-contiguous one, through 32×32 tiles of shared memory: ${name}
-// X is R × S with strides (rs, ss) in elements; Y (S × R, C-contiguous) = X^T.  The split-K combine's argmax
-// resolve reads B one output column at a time, along k: k-contiguous, each output's slice of B is one run of
-// memory instead of a sector per k.  Tiles read X along whichever of its axes is contiguous and write Y
+// X is R × S with strides (rs, ss) in elements; Y (S × R, C-contiguous) = X^T.  The argmax resolves
+// (argmax_resolve, combine_resolve) read B one output column at a time, along k: k-contiguous, each output's
+// slice of B is one run of memory instead of a sector per k.  Tiles read X along whichever of its axes is contiguous and write Y
 // along its own, so both sides coalesce (the gather walks Y's order and reads X a sector per element).
 extern "C" __global__ void __launch_bounds__(${threads}) ${name}(
     const ${T}* __restrict__ X, ${T}* __restrict__ Y, i64 R, i64 S, i64 rs, i64 ss) {

@@ -28,8 +28,8 @@ its own: ⊕ of K slices with their argmax (``combine``; ``combine_resolve``
 also resolves the square tiles' argmax, for the whole product), of two partial
 products (``merge``, for Dask), the K = 0 result (``fill``), strided copies
 into contiguous buffers (``gather``; ``gather_index`` to int32; ``transpose``,
-a matrix's transpose through shared-memory tiles, for the combine's argmax
-resolve) and a chunk's
+a matrix's transpose through shared-memory tiles, for the argmax
+resolves) and a chunk's
 argmax moved to the product's k (``argmax_offset``); and the ⊕ of each row
 of a strided matrix with its argmax (``reduce``, einsum's single-operand steps); einsum's
 configuration walk over every step's argmax, one thread per output element (``walk``, whose dtype
