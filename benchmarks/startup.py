@@ -75,13 +75,13 @@ def _child(story: str) -> dict[str, Any]:
 
         inputs = [torch.tensor(x, device="cuda", requires_grad=True) for x in host]
         torch.cuda.synchronize()
-        sync = torch.cuda.synchronize
+        sync, to_host = torch.cuda.synchronize, torch.Tensor.cpu
     else:
         import cupy
 
         inputs = [cupy.asarray(x) for x in host]  # a copy: no kernel of CuPy's
         cupy.cuda.Device().synchronize()
-        sync = cupy.cuda.Device().synchronize
+        sync, to_host = cupy.cuda.Device().synchronize, cupy.ndarray.get
     started = time.perf_counter()
     importlib.import_module("tropical_gemm.torch" if front == "torch" else "tropical_gemm")
     imported = time.perf_counter() - started
@@ -90,7 +90,7 @@ def _child(story: str) -> dict[str, Any]:
     sync()
     first = time.perf_counter() - started
     for x in results:
-        x.cpu() if front == "torch" else x.get()
+        to_host(x)
     on_host = time.perf_counter() - started
     import tropical_gemm.jit as jit
 
