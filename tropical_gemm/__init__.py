@@ -46,6 +46,17 @@ class _Package(ModuleType):
             value = value.einsum
         super().__setattr__(name, value)
 
+    def __reduce__(self) -> tuple:
+        """Pickle by reference, as pickle's protocol and cloudpickle treat modules: the unpickler imports it.
+
+        Without this, pickle (and cloudpickle, which reduces modules by their
+        exact type) refuses a module subclass, and so every closure that
+        names ``tg.matmul`` sent to a Dask, loky or spawn worker.
+        """
+        import importlib
+
+        return importlib.import_module, (self.__name__,)
+
 
 sys.modules[__name__].__class__ = _Package
 
