@@ -123,7 +123,7 @@ def test_failed_background_compile_is_logged_not_raised(cache_root, caplog):
         tiers.registry.get_function(TUNED, 0)
 
 
-def test_prefetch_compiles_in_background_and_get_function_waits(cache_root):
+def test_prefetch_compiles_in_background_and_get_function_serves_at_once(cache_root):
     tiers = _tiers(cache_root)
     tiers.prefetch([BACKWARD, TUNED], 0)
     assert tiers.stats()["prefetched"] == 2
@@ -132,6 +132,18 @@ def test_prefetch_compiles_in_background_and_get_function_waits(cache_root):
     assert tiers.registry.stats()["compiled"] == 2
     tiers.prefetch([BACKWARD], 0)  # ready now: nothing more
     assert tiers.stats()["prefetched"] == 2
+
+
+def test_a_launch_of_a_kernel_a_worker_is_compiling_does_not_wait_for_the_worker(cache_root, monkeypatch):
+    """The caller compiles it itself behind the cache's lock; the slow worker then finds the entry on disk."""
+    slow_workers(monkeypatch, 5)
+    tiers = _tiers(cache_root)
+    tiers.prefetch([BACKWARD], 0)
+    started = time.monotonic()
+    assert tiers.get_function(BACKWARD, 0).name == BACKWARD.name
+    assert time.monotonic() - started < 4
+    assert tiers.wait(60)
+    assert tiers.registry.stats()["compiled"] == 1 and tiers.stats()["tuned_swaps"] == 1
 
 
 def test_independent_compiles_run_side_by_side(cache_root, monkeypatch, tmp_path):

@@ -163,11 +163,15 @@ class Tiers:
         return job is not None and not job.done()
 
     def get_function(self, spec: KernelSpec, device: int) -> Any:
-        """The registry's kernel, after the background compile that builds it, if one is under way."""
+        """The registry's kernel, now: a call that launches it does not wait for a worker to start.
+
+        Where a background compile of it is under way, the registry builds it
+        here too, behind the disk cache's file lock: if the worker holds the
+        lock (it is compiling), this waits for its entry; if the worker is
+        still starting, this compiles it and the worker then finds it on disk.
+        """
         job = self._jobs.get((spec, device)) if self._jobs else None
-        if job is not None:
-            if job.worker is not None:
-                job.worker.wait()
+        if job is not None and job.done():
             self._settle(job)
         return self.registry.get_function(spec, device)
 

@@ -54,13 +54,7 @@ def may_share_memory(x: Any, y: Any) -> bool:
 
 
 def device_of(*arrays: Any) -> Any:
-    """The one device all arrays live on; arrays on several devices are a ``ValueError``.
-
-    Every GPU call passes here first, so a child forked from a process that
-    initialised CUDA gets ``driver.CudaAfterForkError`` here, before CuPy
-    touches the context it inherited.
-    """
-    driver.library()
+    """The one device all arrays live on; arrays on several devices are a ``ValueError``."""
     ids = {x.device.id for x in arrays}
     if len(ids) > 1:
         raise ValueError(f"all arrays must be on one GPU, got arrays on devices {sorted(ids)}")
