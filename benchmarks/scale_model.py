@@ -102,8 +102,9 @@ def table(inputs: Inputs, rows: list[dict[str, Any]], seconds: float) -> list[st
              f"GB/s per GPU, {inputs.memory_bytes / 2**30:.0f} GiB per GPU; largest N×N×N float32 in {seconds:g} s",
              "  GPUs  grid   transfers      N        compute (s)  transfer (s)  bound"]
     for r in rows:
-        lines.append(f"  {r['gpus']:<5} {r['grid'][0]}×{r['grid'][1]:<4} {'overlapped' if r['overlap'] else 'after':<11}"
-                     f" {r['n']:>8}  {r['compute_s']:11.1f}  {r['transfer_s']:12.1f}  {r['bound']}")
+        transfers = "overlapped" if r["overlap"] else "after"
+        lines.append(f"  {r['gpus']:<5} {r['grid'][0]}×{r['grid'][1]:<4} {transfers:<11} {r['n']:>8}"
+                     f"  {r['compute_s']:11.1f}  {r['transfer_s']:12.1f}  {r['bound']}")
     return lines
 
 

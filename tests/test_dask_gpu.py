@@ -139,11 +139,12 @@ print(json.dumps({"equal": equal, "workers": list(stats.values())}))
 """
 
 #: What the nannies and Python write when a worker or the script does not end cleanly.
-UNCLEAN = ("killed by signal", "killed by unknown signal", "exited with status", "Traceback")
+UNCLEAN = ("killed by signal", "killed by unknown signal", "exited with status", "still alive after",
+           "Traceback")
 
 
 def test_workers_exit_cleanly_and_the_second_run_is_warm(dask_cuda, cache_root):
-    """A user's script, run twice over one empty cache: each run exits 0, its workers too; the second compiles nothing."""
+    """A user's script, run twice over one empty cache: each exits 0, its workers too; the second compiles nothing."""
     runs = []
     for _ in range(2):
         done = run_python(USERS_SCRIPT, {dc.ENV_CACHE_DIR: str(cache_root)}, timeout=300)
