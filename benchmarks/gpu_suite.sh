@@ -21,7 +21,8 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .whl ]; then   # wheels the GPU machine lacks (platformdirs, dask, distributed, dask-cuda...), carried along
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH
   # .whl/fallback: compiled packages dask-cuda needs that the image has in some version; the carried
-  # ones go in only where the image's cannot serve (cuda-core >= 0.5 has cuda.core.Device)
+  # ones go in only where the image's cannot serve (cuda-core >= 0.5 has cuda.core.Device). cuda-core,
+  # cuda-bindings and cuda-pathfinder go in together, in one call: --target replaces the whole cuda/ folder.
   if [ -d .whl/fallback ]; then
     python3 -c "from cuda.core import Device" 2>/dev/null ||
       python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/fallback/cuda_*.whl
