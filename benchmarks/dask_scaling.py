@@ -62,7 +62,7 @@ import numpy as np
 
 import tropical_gemm as tg
 from results_file import pyplot, save_figure, save_report  # benchmarks/ is this script's own directory
-from scale_model import Inputs, answers
+from scale_model import model_of_run
 
 REPS = 3
 #: dask-cuda spills device chunks to host memory past this share of the GPU (its default device_memory_limit).
@@ -349,22 +349,6 @@ def environment(gpus: int) -> dict[str, Any]:
     }
 
 
-def model(report: dict[str, Any]) -> dict[str, Any]:
-    """scale_model.py's inputs from this run, its answers for 8 and 64 GPUs in a minute, and a check on the moves."""
-    one_gpu = report["scaling"]["strong"][0]
-    inputs = {"ops_per_gpu": one_gpu["tops"] * 1e12,
-              "memory_bytes": DEVICE_MEMORY_SHARE * report["environment"]["memory_bytes"],
-              "link_bytes_per_s": (report.get("moving") or {}).get("link_bytes_per_s")}
-    if inputs["link_bytes_per_s"] is None:
-        return {**inputs, "answers": None, "why": "one GPU: no transfer between workers was measured"}
-    moving = report["moving"]
-    levels = (moving["gpus"] - 1).bit_length()  # the depth of the ⊕ tree: one partial C crosses per level
-    predicted = (2.0 * moving["m"] * moving["n"] * moving["k"] / (moving["gpus"] * inputs["ops_per_gpu"])
-                 + levels * 4 * moving["m"] * moving["n"] / inputs["link_bytes_per_s"])
-    return {**inputs, "answers": answers(Inputs(**inputs), [8, 64], 60.0),
-            "moving_check": {"predicted_s": predicted, "measured_s": moving["seconds"]}}
-
-
 def run(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
     import distributed
     from dask_cuda import LocalCUDACluster
@@ -385,7 +369,7 @@ def run(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
     report["overhead"] = {**overhead, **{label.removesuffix("_s") + "_ratio": seconds / overhead["direct_s"]
                                          for label, seconds in overhead.items() if label != "direct_s"},
                           "target_ratio": OVERHEAD_TARGET}
-    report["model"] = model(report)
+    report["model"] = model_of_run(report, DEVICE_MEMORY_SHARE)
     return report
 
 

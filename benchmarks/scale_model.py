@@ -92,6 +92,27 @@ def answers(inputs: Inputs, gpu_counts: list[int], seconds: float) -> list[dict[
     return [largest_n(p, inputs, seconds, overlap) for p in gpu_counts for overlap in (False, True)]
 
 
+def model_of_run(report: dict[str, Any], memory_share: float) -> dict[str, Any]:
+    """The ``model`` entry of a dask_scaling.py report: this model's inputs, its answers for 8 and 64 GPUs
+    in a minute, and its time for the run's moving-chunks case beside the time measured.
+
+    R is the one-GPU point of the strong scaling, W the moving-chunks case's
+    bytes over the time its transfers took, the memory ``memory_share`` of
+    the GPU (what a dask-cuda worker keeps before spilling).
+    """
+    moving = report.get("moving")
+    inputs = {"ops_per_gpu": report["scaling"]["strong"][0]["tops"] * 1e12,
+              "memory_bytes": memory_share * report["environment"]["memory_bytes"],
+              "link_bytes_per_s": moving["link_bytes_per_s"] if moving else None}
+    if inputs["link_bytes_per_s"] is None:
+        return {**inputs, "answers": None, "why": "one GPU: no transfer between workers was measured"}
+    levels = (moving["gpus"] - 1).bit_length()  # the depth of the ⊕ tree: one partial C crosses per level
+    predicted = (2.0 * moving["m"] * moving["n"] * moving["k"] / (moving["gpus"] * inputs["ops_per_gpu"])
+                 + levels * BYTES * moving["m"] * moving["n"] / inputs["link_bytes_per_s"])
+    return {**inputs, "answers": answers(Inputs(**inputs), [8, 64], 60.0),
+            "moving_check": {"predicted_s": predicted, "measured_s": moving["seconds"]}}
+
+
 def inputs_of(report: dict[str, Any]) -> Inputs:
     model = report["model"]
     return Inputs(model["ops_per_gpu"], model["link_bytes_per_s"], model["memory_bytes"])

@@ -84,10 +84,10 @@ def test_the_benchmark_feeds_the_model_from_its_report():
     report = {"environment": {"memory_bytes": 80e9},
               "scaling": {"strong": [{"tops": 25.0}]},
               "moving": {"gpus": 4, "m": 16384, "n": 16384, "k": 32768, "link_bytes_per_s": W, "seconds": 3.0}}
-    fed = scaling.model(report)
+    fed = model.model_of_run(report, 0.8)
     assert fed["ops_per_gpu"] == R and fed["link_bytes_per_s"] == W and fed["memory_bytes"] == 0.8 * 80e9
     assert [(a["gpus"], a["overlap"]) for a in fed["answers"]] == [(8, False), (8, True), (64, False), (64, True)]
     compute = 2 * 16384 * 16384 * 32768 / (4 * R)
     assert fed["moving_check"]["predicted_s"] == pytest.approx(compute + 2 * 4 * 16384**2 / W)  # a 2-level tree
-    one_gpu = scaling.model({**report, "moving": None})
+    one_gpu = model.model_of_run({**report, "moving": None}, 0.8)
     assert one_gpu["answers"] is None and "one GPU" in one_gpu["why"]
