@@ -12,11 +12,12 @@ parts need them, so that only the moves a part is about are timed.
   worker once before timing (the time is reported apart), and the
   scheduler's active memory manager is stopped, since it drops replicas no
   queued task needs.  Each output row block is pinned (``dask.annotate``)
-  to the worker of its A block: left to itself, the scheduler moved 4 GiB
-  blocks between GPUs to balance the queue.
+  to the worker of its A block: left to itself, the scheduler put both
+  output row blocks on one GPU in all but the first run (two H200s,
+  2026-11-23).
 * Weak scaling: n GPUs each compute ``--weak-rows`` rows (N/4 by default)
   of C against the same B, so the work per GPU is fixed.
-* Moving chunks (2 GPUs or more): M = N = ``--move-size`` (N/2), K = N cut
+* Moving chunks (2 GPUs or more): M = N = N/2 and K = N, K cut
   into one block per GPU, A's and B's K block k made on worker k.  Each
   chunk product runs where its operands are, and the ⊕ combine tree runs on
   the worker of its earlier K range, so every combine receives the other
@@ -32,17 +33,18 @@ A run is ``persist()`` of the graph, whose last task on each output block
 synchronises the worker's GPU (a chunk product returns once its kernels are
 queued), then ``wait()``.  The first run is reported as cold, then the
 median of 3; between runs the scheduler forgets every result.  A few rows
-of each strong-scaling output block are checked on its worker against a
-direct product of those rows.  Kernels come from TROPICAL_GEMM_CACHE_DIR,
+of each scaling point's output blocks are checked on their worker against
+a direct product of those rows.  Kernels come from TROPICAL_GEMM_CACHE_DIR,
 which the workers inherit.  The report's ``model`` entry holds the inputs of
 benchmarks/scale_model.py (ops/s per GPU, bytes/s of a transfer, usable
 device memory) and its answers for 8 and 64 GPUs in a minute.
 
-    python benchmarks/dask_scaling.py [--size 32768] [--overhead-size 8192] [--out benchmarks/results]
+    python benchmarks/dask_scaling.py [--size 32768] [--weak-rows 8192] [--overhead-size 8192] [--out DIR]
 
 Needs dask-cuda (``pip install 'tropical-gemm-jit[dask-cuda]'``).  Writes
 ``dask-scaling-<n>gpu-<device>-<date>.json`` and a PNG beside it, and prints
-a table.  About 2 minutes on 4 H100s.
+a table.  Each point is one cold and 3 timed runs, so that the whole fits
+one call of a few minutes on a 4-GPU machine.
 """
 
 from __future__ import annotations
