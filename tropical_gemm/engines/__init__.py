@@ -38,7 +38,7 @@ def select_engine(*arrays: object) -> Engine:
     if kind == "cuda":  # a child forked after CUDA started gets driver.CudaAfterForkError, before CuPy's own errors
         from ..jit import driver
 
-        driver.library()
+        driver.check_not_forked()
     return import_module(f"{__name__}.{kind}")  # type: ignore[return-value]  # a module that is an Engine
 
 

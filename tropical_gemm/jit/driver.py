@@ -53,13 +53,18 @@ class CudaAfterForkError(RuntimeError):
 _initialised_in: int | None = None
 
 
-def library() -> Any:
-    """The driver library, initialised once per process; a forked child of an initialised one gets an error."""
+def check_not_forked() -> None:
+    """Raise :class:`CudaAfterForkError` in a child forked after this library initialised CUDA; else nothing."""
     if _initialised_in is not None and _initialised_in != os.getpid():
         raise CudaAfterForkError(
             f"CUDA was initialised in process {_initialised_in}, and this process ({os.getpid()}) is its child "
             "made by fork(), which CUDA does not support. Use multiprocessing's 'spawn' or 'forkserver' start "
             "method (multiprocessing.get_context('spawn')), or fork before the first GPU call")
+
+
+def library() -> Any:
+    """The driver library, initialised once per process; a forked child of an initialised one gets an error."""
+    check_not_forked()
     return _initialised_library()
 
 
