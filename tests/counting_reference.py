@@ -63,3 +63,36 @@ def reference_counting_matmul(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndar
             values[(*index, i, j)] = value
             counts[(*index, i, j)] = count
     return values, counts
+
+
+def reference_counting_einsum(subscripts: str, pairs: list, semiring: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every assignment of every index, one at a time: the ⊕ of each term's (sum of values, product of counts).
+
+    ``subscripts`` has an explicit output and one letter per axis (no ``...``).
+    """
+    inputs, output = subscripts.split("->")
+    terms = inputs.split(",")
+    sizes: dict[str, int] = {}
+    for term, (values, _) in zip(terms, pairs):
+        sizes.update(zip(term, values.shape))
+    letters = sorted(sizes)
+    dtype = pairs[0][0].dtype
+    out_shape = tuple(sizes[c] for c in output)
+    best = np.full(out_shape, zero(semiring), dtype=np.float64)
+    counts = np.zeros(out_shape, dtype=object)
+    for assignment in itertools.product(*(range(sizes[c]) for c in letters)):
+        at = dict(zip(letters, assignment))
+        value, ways = 0.0, 1
+        for term, (values, cs) in zip(terms, pairs):
+            index = tuple(at[c] for c in term)
+            value = float(np.asarray(value + float(values[index])).astype(dtype))
+            ways *= int(cs[index])
+        out = tuple(at[c] for c in output)
+        if math.isnan(value):
+            continue
+        if _better(semiring, value, best[out]):
+            best[out], counts[out] = value, ways
+        elif value == best[out]:
+            counts[out] += ways
+    counts[best == zero(semiring)] = 0
+    return best.astype(dtype) + 0.0, counts
