@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,7 @@ SHAPES = [((1, 1), (1, 1)), ((1, 33), (33, 1)), ((17, 15), (15, 31)), ((16, 16),
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_matmul_matches_the_cpu_engine(cp, semiring, dtype, shapes):
-    rng = np.random.default_rng(abs(hash((semiring, dtype, str(shapes)))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((semiring, dtype, shapes)).encode()))
     a, b = (random_pair(rng, s, dtype, semiring) for s in shapes)
     assert_same(cp, tg.matmul(on_gpu(cp, a), on_gpu(cp, b), semiring), tg.matmul(a, b, semiring))
 
@@ -114,7 +115,7 @@ def test_overflow_and_negative_counts_raise_on_the_gpu(cp):
                                                 ("bij,bjk->bik", [(3, 4, 5), (3, 5, 2)]), ("ij,jk->ik", [(3, 0), (0, 2)]),
                                                 ("ijk,jkl->il", [(2, 3, 4), (3, 4, 5)])])
 def test_einsum_matches_the_cpu(cp, semiring, subscripts, shapes):
-    rng = np.random.default_rng(abs(hash((semiring, subscripts))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((semiring, subscripts)).encode()))
     pairs = [random_pair(rng, s, "float32", semiring, specials=False) for s in shapes]
     shapes_in = subscripts.split("->")[0].split(",")
     if shapes_in[0] == "ijk":  # a transposed operand: the einsum's copy to contiguous runs on the GPU

@@ -12,6 +12,7 @@ array for all its steps and reads it once, at the end.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,13 @@ def operand_pair(x: Any, label: str) -> tuple[Any, Any]:
         described = f"a tuple of {len(x)}" if isinstance(x, tuple) else type(x).__name__
         raise TypeError(f"operand {label} of a counting semiring must be a tuple (values, counts) of two arrays "
                         f"of one shape, got {described}")
+    masked = sys.modules.get("numpy.ma")
+    for part, array in zip(("values", "counts"), x):
+        library = type(array).__module__.split(".")[0]
+        if library in ("torch", "dask") or (masked is not None and isinstance(array, masked.MaskedArray)):
+            raise TypeError(f"operand {label}: the {part} are a {type(array).__module__}.{type(array).__name__}; "
+                            "the counting semirings take numpy or cupy arrays (a masked array's mask would be "
+                            "ignored; pass a torch tensor as t.numpy() or cupy.from_dlpack(t))")
     return x
 
 

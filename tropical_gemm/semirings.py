@@ -256,6 +256,7 @@ def register_semiring(name: str, add: str, mul: str, description: str, aliases: 
                          f"from {', '.join(m for m in MULS if m != add)}")
     for spelling in (name, *aliases):
         clash = _BY_KEY.get(_normalise(spelling)) if isinstance(spelling, str) else None
+        clash = clash or find_counting_semiring(spelling)
         if clash is not None:
             raise ValueError(f"register_semiring: the name {spelling!r} is taken by {clash.name!r}; choose another")
     taken = _BY_PAIR.get((add, mul))

@@ -175,7 +175,7 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     if counting is not None:  # (values, counts) pairs: einsum.counting
         from . import counting as count_steps
 
-        subscripts, operands = count_steps.counted_operands(subscripts, operands, counting)
+        subscripts, operands = count_steps.counted_operands(subscripts, operands)
         parsed, ops = _parse(subscripts, operands)
         return count_steps.run(make_plan(parsed, _optimize_key(optimize)), parsed, ops, counting,
                                return_configuration)

@@ -12,6 +12,7 @@ after the last.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -56,10 +57,10 @@ class Counted:
 class CountingOps:
     """``lower.execute``'s operations on ``Counted`` pairs, from the array operations of their library."""
 
-    def __init__(self, kind: str, semiring: CountingSemiring, flags: Any) -> None:
+    def __init__(self, kind: str, flags: Any) -> None:
         self.base = array_ops(kind)
         self.engine = self.base.engine
-        self.semiring, self.flags = semiring, flags
+        self.flags = flags
 
     def strided(self, x: Counted, shape: tuple[int, ...], strides: tuple[int, ...]) -> Counted:
         return Counted(self.base.strided(x.values, shape, strides), self.base.strided(x.counts, shape, strides))
@@ -67,19 +68,19 @@ class CountingOps:
     def regroup(self, x: Counted, shape: tuple[int, ...]) -> Counted:
         return Counted(self.base.regroup(x.values, shape), self.base.regroup(x.counts, shape))
 
-    def product(self, a: Counted, b: Counted, semiring: Any, want_argmax: bool) -> tuple[Counted, None]:
+    def product(self, a: Counted, b: Counted, semiring: CountingSemiring, want_argmax: bool) -> tuple[Counted, None]:
         nb, m, _ = a.shape
-        values, counts = counting.product(self.engine, a.values, a.counts, b.values, b.counts, self.semiring,
+        values, counts = counting.product(self.engine, a.values, a.counts, b.values, b.counts, semiring,
                                           (nb, m, b.shape[2]), self.flags)
         return Counted(values, counts), None
 
-    def reduce_rows(self, x: Counted, semiring: Any) -> tuple[Counted, None]:
+    def reduce_rows(self, x: Counted, semiring: CountingSemiring) -> tuple[Counted, None]:
         """⊕ of each row of ``(R, K)``: the product with a column of ones, (0, 1) each."""
         rows, k = x.shape
         ones_values = self._uploaded(np.zeros((1, k, 1), x.values.dtype), x.values)
         ones_counts = self._uploaded(np.ones((1, k, 1), COUNT_DTYPE), x.values)
         values, counts = counting.product(self.engine, x.values.reshape(1, rows, k), x.counts.reshape(1, rows, k),
-                                          ones_values, ones_counts, self.semiring, (1, rows, 1), self.flags)
+                                          ones_values, ones_counts, semiring, (1, rows, 1), self.flags)
         return Counted(values.reshape(rows), counts.reshape(rows)), None
 
     def _uploaded(self, host: np.ndarray, like: Any) -> Any:
@@ -92,26 +93,23 @@ class CountingOps:
             return cupy_module().asarray(host)
 
 
-def counted_operands(subscripts: Any, operands: tuple[Any, ...], semiring: CountingSemiring) -> tuple[Any, tuple]:
+def counted_operands(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Any, tuple]:
     """``(subscripts, operands)`` with each (values, counts) pair as a ``Counted`` of contiguous arrays.
 
     In numpy's interleaved form (``subscripts`` not a string) the operands
     are every other argument, starting with ``subscripts`` itself.
     """
     if isinstance(subscripts, str):
-        return subscripts, tuple(_counted(x, i, semiring) for i, x in enumerate(operands))
+        return subscripts, tuple(_counted(x, i) for i, x in enumerate(operands))
     args = [subscripts, *operands]
     pairs = len(args) // 2
     for i in range(pairs):
-        args[2 * i] = _counted(args[2 * i], i, semiring)
+        args[2 * i] = _counted(args[2 * i], i)
     return args[0], tuple(args[1:])
 
 
-def _counted(x: Any, i: int, semiring: CountingSemiring) -> Counted:
+def _counted(x: Any, i: int) -> Counted:
     values, counts = counting.operand_pair(x, str(i))
-    if type(values).__module__.split(".")[0] == "torch":
-        raise TypeError(f"{semiring.name} takes numpy or cupy arrays; torch tensors have no counting semiring yet "
-                        "(pass t.numpy() or cupy.from_dlpack(t))")
     engine = select_engine(values, counts)
     values = engine.as_array(values)
     counting.values_dtype(values.dtype)
@@ -137,6 +135,10 @@ def run(plan: Plan, parsed: Parsed, operands: list[Counted], semiring: CountingS
                          "configuration rather than choosing one; use the plain semiring (e.g. max_plus) to get one")
     engine = select_engine(*(x.values for x in operands))
     flags = counting.new_flags(engine, operands[0].values)
-    result, _ = execute(plan, parsed, operands, CountingOps(engine.NAME, semiring, flags), semiring, False)
+    ops = CountingOps(engine.NAME, flags)
+    result, _ = execute(plan, parsed, operands, ops, semiring, False)
+    if not plan.steps:  # a view of an operand: its entries at the zero count 0, as every product's do
+        rows = math.prod(result.shape)
+        result = ops.reduce_rows(ops.regroup(result, (rows, 1)), semiring)[0].reshape(result.shape)
     counting.raise_on_flags(engine, flags, semiring)
     return result.values, result.counts
