@@ -80,9 +80,32 @@ def cache_files(root: Path, suffix: str) -> list[Path]:
 
 def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter with the test's cache environment."""
-    full_env = {**os.environ, **env, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"}
+    paths = [str(REPO / "tests"), str(REPO), env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))]
+    full_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def slow_workers(monkeypatch: Any, delay: float, log: "Path | None" = None) -> None:
+    """Compile workers started from now on sleep ``delay`` s before each compile and log it to ``log``.
+
+    Through ``tests/slow_compile/sitecustomize.py``, which the worker's fresh
+    interpreter imports from PYTHONPATH: the worker is another process, so
+    patching this one would not reach it.
+    """
+    paths = [str(REPO / "tests" / "slow_compile"), str(REPO), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    monkeypatch.setenv("TG_TEST_COMPILE_DELAY", str(delay))
+    if log is not None:
+        monkeypatch.setenv("TG_TEST_COMPILE_LOG", str(log))
+
+
+def compile_log(log: Path) -> list[tuple[str, int, float, float]]:
+    """``slow_workers``' log: (kernel name, worker pid, started, ended) per compile."""
+    if not log.exists():
+        return []
+    return [(name, int(pid), float(start), float(end))
+            for name, pid, start, end in (line.split() for line in log.read_text().splitlines())]
 
 
 def last_json_line(output: str) -> dict:

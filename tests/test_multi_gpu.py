@@ -42,11 +42,10 @@ def cp():
 
 
 @pytest.fixture
-def fresh_registry(cache_root, monkeypatch):
+def fresh_registry(cache_root):
     """The process-wide registry replaced by an empty one (nothing loaded on any device), over an empty cache."""
-    registry = Registry()
-    monkeypatch.setattr(jit, "_registry", registry)
-    return registry
+    yield jit.reset(Registry())
+    jit.reset()
 
 
 def same_arch(cp) -> None:
