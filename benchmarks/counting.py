@@ -95,7 +95,7 @@ def run(device_name: str, sizes: list[int], repeats: int) -> dict:
     rows += [matmul_case(xp, sync, n, repeats) for n in sizes]
     return {"environment": {"device": label, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                             "tropical_gemm": tg.__version__, "python": platform.python_version(),
-                            "numpy": np.__version__, "cupy": getattr(xp, "__version__", None) if xp is not np else None},
+                            "numpy": np.__version__, "cupy": None if xp is np else xp.__version__},
             "semiring": "count_max_plus", "values": "float32", "counts": "int64", "target_seconds": TARGET_SECONDS,
             "rows": rows}
 

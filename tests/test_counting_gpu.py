@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tropical_gemm as tg
+from script_modules import load_script
 from test_counting import DTYPES, SEMIRINGS, random_pair
 
 pytestmark = pytest.mark.gpu
@@ -110,25 +111,25 @@ def test_overflow_and_negative_counts_raise_on_the_gpu(cp):
 
 
 @pytest.mark.parametrize("semiring", SEMIRINGS)
-@pytest.mark.parametrize("subscripts, shapes", [("ij,jk,kl->il", [(5, 6), (6, 7), (7, 3)]),
-                                                ("ij,jk->", [(9, 4), (4, 8)]), ("ii->i", [(6, 6)]),
-                                                ("bij,bjk->bik", [(3, 4, 5), (3, 5, 2)]), ("ij,jk->ik", [(3, 0), (0, 2)]),
-                                                ("ijk,jkl->il", [(2, 3, 4), (3, 4, 5)])])
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ij,jk,kl->il", [(5, 6), (6, 7), (7, 3)]), ("ij,jk->", [(9, 4), (4, 8)]), ("ii->i", [(6, 6)]),
+    ("bij,bjk->bik", [(3, 4, 5), (3, 5, 2)]), ("ij,jk->ik", [(3, 0), (0, 2)]), ("ijk,jkl->il", [(2, 3, 4), (3, 4, 5)])])
 def test_einsum_matches_the_cpu(cp, semiring, subscripts, shapes):
     rng = np.random.default_rng(zlib.crc32(repr((semiring, subscripts)).encode()))
     pairs = [random_pair(rng, s, "float32", semiring, specials=False) for s in shapes]
-    shapes_in = subscripts.split("->")[0].split(",")
-    if shapes_in[0] == "ijk":  # a transposed operand: the einsum's copy to contiguous runs on the GPU
-        pairs[1] = (pairs[1][0].transpose(0, 2, 1).copy().transpose(0, 2, 1), pairs[1][1])
+    on_device = [on_gpu(cp, p) for p in pairs]
+    if subscripts.startswith("ijk"):  # a transposed operand: the einsum's copy to contiguous runs on the GPU
+        values = on_device[1][0]
+        on_device[1] = (cp.ascontiguousarray(values.transpose(0, 2, 1)).transpose(0, 2, 1), on_device[1][1])
+        assert not on_device[1][0].flags.c_contiguous
     want = tg.einsum(subscripts, *pairs, semiring=semiring)
-    got = tg.einsum(subscripts, *[on_gpu(cp, p) for p in pairs], semiring=semiring)
-    assert_same(cp, got, tuple(np.asarray(x) for x in want))
+    assert_same(cp, tg.einsum(subscripts, *on_device, semiring=semiring), tuple(np.asarray(x) for x in want))
 
 
 def test_count_mis_on_the_gpu_matches_the_cpu(cp):
-    sys.path.insert(0, str(ROOT / "examples"))
-    import count_mis
     import networkx as nx
+
+    count_mis = load_script("examples", "count_mis")
 
     for vertices, seed in ((20, 1), (60, 0)):
         graph = nx.random_regular_graph(3, vertices, seed=seed)

@@ -39,7 +39,7 @@ class CountLaunch(NamedTuple):
 @lru_cache(maxsize=1024)
 def plan_count(shapes: tuple[tuple[int, ...], ...], strides: tuple[tuple[int, ...], ...], batch: tuple[int, ...],
                dtype: str, semiring: str) -> CountLaunch:
-    """The launch for ``(va, ca) ⊗ (vb, cb)``: shapes and element strides in that order, batch at most 3 folded dims."""
+    """The launch for ``(va, ca) ⊗ (vb, cb)``: shapes and element strides in that order; ``batch`` folds to 3 dims."""
     (va_shape, _, vb_shape, _), (va_st, ca_st, vb_st, cb_st) = shapes, strides
     m, k = va_shape[-2:]
     n = vb_shape[-1]
