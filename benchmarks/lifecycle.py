@@ -35,18 +35,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_file import RESULTS, save_report  # noqa: E402
+import startup  # noqa: E402
 from startup import compile_bytecode, environment  # noqa: E402
 
-#: name -> (front end, dtype, M=K=N, argmax): the issue's stories.
+#: name -> (front end, dtype, M=K=N, argmax): startup.py's stories and three larger or wider ones.
 STORIES: dict[str, tuple[str, str, int, bool]] = {
-    "cupy f32 max_plus 256³": ("cupy", "float32", 256, False),
-    "cupy f32 max_plus 1024³": ("cupy", "float32", 1024, False),
+    **startup.STORIES,
     "cupy f32 max_plus 4096³": ("cupy", "float32", 4096, False),
-    "cupy f32 max_plus 1024³, argmax": ("cupy", "float32", 1024, True),
-    "cupy i32 max_plus 4096³": ("cupy", "int32", 4096, False),
     "cupy f64 max_plus 1024³": ("cupy", "float64", 1024, False),
-    "torch f32 max_plus 256³, forward + backward": ("torch", "float32", 256, True),
-    "torch f32 max_plus 1024³, forward + backward": ("torch", "float32", 1024, True),
     "torch f32 max_plus 4096³, forward + backward": ("torch", "float32", 4096, True),
 }
 

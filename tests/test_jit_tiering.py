@@ -202,3 +202,28 @@ def test_a_binary_the_driver_refuses_at_the_swap_keeps_the_baseline(cache_root):
     tiers.wait(60)
     assert tiers.serve_baseline(TUNED, 0)  # the swap failed: logged, counted, not raised
     assert tiers.stats()["background_failures"] == 1 and tiers.stats()["tuned_swaps"] == 0
+
+
+def test_a_worker_builds_through_the_cache_without_importing_numpy_or_the_api(cache_root, tmp_path):
+    """Its start-up is time a call may wait for: it imports the compiler and the cache, nothing above them."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tropical_gemm.jit import compile_worker
+
+    registry = gpu_free_registry()
+    request = registry.request_for(BACKWARD, registry.target(0))
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / compile_worker.JOB_FILE).write_text(json.dumps(
+        {"parent": os.getpid(), "cache_root": str(cache_root), "requests": [compile_worker.request_to_json(request)]}))
+    jit_folder = Path(compile_worker.__file__).parent
+    program = compile_worker._WORKER_MAIN + "print(sorted({'numpy', 'tropical_gemm.api'} & set(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", program, str(job), str(jit_folder.parent), str(jit_folder)],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
+    assert len(cache_files(cache_root, ".cubin")) == 1
+    assert json.loads((job / compile_worker.RESULTS_FILE).read_text())["outcomes"][0]["compiled"] is True

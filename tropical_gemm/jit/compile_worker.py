@@ -160,8 +160,20 @@ def _tail(path: Path, limit: int = 2000) -> str:
 
 _live: list[Worker] = []
 
-# Not ``-m`` this module: the package imports it first, and runpy would run it twice.
-_WORKER_MAIN = f"import sys; from {__name__} import run_job; run_job(sys.argv[1])"
+#: The worker's program.  Not ``-m`` this module: the package imports it first, and runpy would
+#: run it twice.  The packages ``tropical_gemm`` and ``tropical_gemm.jit`` stand in as bare
+#: namespaces (argv[2] and argv[3] are their folders), so that their ``__init__`` does not run:
+#: a worker needs the compiler and the cache, not numpy and the API, and the start-up it saves is
+#: time a call may spend waiting for a kernel the worker compiles.
+_WORKER_MAIN = """
+import sys, types
+for name, folder in (("tropical_gemm", sys.argv[2]), ("tropical_gemm.jit", sys.argv[3])):
+    if name not in sys.modules:
+        package = sys.modules[name] = types.ModuleType(name)
+        package.__path__ = [folder]
+from tropical_gemm.jit.compile_worker import run_job
+run_job(sys.argv[1])
+"""
 
 
 def start(requests: Sequence[BuildRequest], cache_root: Path | None) -> Worker:
@@ -174,7 +186,9 @@ def start(requests: Sequence[BuildRequest], cache_root: Path | None) -> Worker:
            "requests": [request_to_json(r) for r in requests]}
     (directory / JOB_FILE).write_text(json.dumps(job))
     with open(directory / "stderr", "wb") as stderr:
-        process = subprocess.Popen([sys.executable, "-c", _WORKER_MAIN, str(directory)], stdin=subprocess.DEVNULL,
+        jit_folder = Path(__file__).resolve().parent
+        process = subprocess.Popen([sys.executable, "-c", _WORKER_MAIN, str(directory), str(jit_folder.parent),
+                                    str(jit_folder)], stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=stderr, close_fds=True,
                                    start_new_session=True)
     worker = Worker(process, directory)
