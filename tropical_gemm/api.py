@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import half
+from .counting import matmul as counting_matmul
 from .dtypes import argmax_dtype, common_dtype, differentiable, is_half
 from .engines import array_kind, select_engine
 from .routing import route
@@ -51,6 +52,14 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     An output too large for the machine's memory is a ``MemoryError`` that
     names its size, raised before anything is allocated.
 
+    The counting semirings (``count_max_plus``, ``count_min_plus``) take each
+    operand as a tuple ``(values, counts)`` of one shape and return such a
+    pair: the tropical product's values, and how many ways reach each one
+    (``⊕`` keeps the better value and adds the counts of a tie, ``⊗`` adds
+    the values and multiplies the counts).  Values are float32 or float64,
+    counts non-negative integers, returned as exact int64: a count past
+    ``2**63 - 1`` raises ``OverflowError``, a negative one ``ValueError``.
+
     Examples:
         >>> import numpy as np, tropical_gemm as tg
         >>> tg.matmul(np.array([[0., 1.]]), np.array([[2.], [0.]]), "max_plus")
@@ -60,8 +69,14 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
         (array([[1.]]), array([[1]], dtype=int32))
         >>> tg.matmul(np.array([0., 1.]), np.array([[2., 0.], [0., 5.]]))   # 1-D: as numpy.matmul
         array([2., 6.])
+        >>> v, c = tg.matmul((np.array([[1., 2.]]), np.array([[3, 1]])),
+        ...                  (np.array([[1.], [0.]]), np.array([[2], [5]])), "count_max_plus")
+        >>> v, c   # 1 + 1 = 2 + 0: both ks reach 2, in 3·2 + 1·5 ways
+        (array([[2.]]), array([[11]]))
     """
     if type(a) is not np.ndarray or type(b) is not np.ndarray or out is not None:
+        if isinstance(a, tuple) or isinstance(b, tuple):  # (values, counts) pairs: a counting semiring
+            return counting_matmul(a, b, semiring, argmax=argmax, out=out)
         routed = route((a, b), out, "matmul")
         if routed is not None:
             return routed(a, b, semiring, argmax=argmax, out=out)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..dtypes import canonical_dtype
 from ..engines import array_kind
-from ..semirings import Semiring, get_semiring
+from ..semirings import Semiring, find_counting_semiring, get_semiring
 from . import backtrack
 from .lower import array_ops, execute, permuted
 from .parse import Parsed, parse_interleaved, parse_subscripts, split_interleaved
@@ -148,6 +148,11 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     ``"greedy"``, ``"optimal"``, ``"random-greedy"``, ...) or optimizer
     object, ``"cotengra"`` (if installed), or an explicit path.
 
+    The counting semirings (``count_max_plus``, ``count_min_plus``) take
+    each operand as a tuple ``(values, counts)`` of numpy or cupy arrays and
+    return such a pair: the optimum and how many terms reach it (for
+    example the number of maximum independent sets of a graph).
+
     With ``return_configuration=True`` it returns ``(result, configuration)``:
     ``configuration[index]`` is an int32 array (int64 for an index of 2**31
     values or more) shaped like the result holding, for each output element,
@@ -166,6 +171,18 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
         >>> value, {name: int(v) for name, v in config.items()}   # 5 + 2, won by i=0, j=1, k=0
         (array(7.), {'i': 0, 'j': 1, 'k': 0})
     """
+    counting = find_counting_semiring(semiring)
+    if counting is not None:  # (values, counts) pairs: einsum.counting
+        from . import counting as count_steps
+
+        subscripts, operands = count_steps.counted_operands(subscripts, operands)
+        parsed, ops = _parse(subscripts, operands)
+        return count_steps.run(make_plan(parsed, _optimize_key(optimize)), parsed, ops, counting,
+                               return_configuration)
+    if _has_pairs(subscripts, operands):  # numpy would stack a (values, counts) pair into one array
+        from ..counting import counting_semiring
+
+        counting_semiring(semiring)  # raises, naming the semirings that take pairs
     parsed, ops = _parse(subscripts, operands)
     kind, ops = _check_operands(ops)
     sr = get_semiring(semiring)
@@ -184,6 +201,13 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     if not return_configuration:
         return result
     return result, _configuration(kind, plan, parsed, result, argmaxes, sr)
+
+
+def _has_pairs(subscripts: Any, operands: tuple[Any, ...]) -> bool:
+    """Whether an operand is a tuple: in the interleaved form, label lists (which may be tuples) are not operands."""
+    if isinstance(subscripts, str):
+        return any(type(x) is tuple for x in operands)
+    return type(subscripts) is tuple or any(type(x) is tuple for x in operands[1::2])
 
 
 def _torch_ops() -> Any:
