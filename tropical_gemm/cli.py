@@ -61,7 +61,7 @@ def _run_warmup(args: argparse.Namespace) -> int:
     from .jit import warmup
     from .jit.warmup import NoGpuForArchError
 
-    bar = ProgressBar(sys.stderr)
+    bar = ProgressBar(sys.stderr, unit="kernel", description="warmup")
 
     def progress(done: int, total: int, spec: KernelSpec, target: Target) -> None:
         bar.update(done, total, f"{spec.name} ({target.tag})")
@@ -264,7 +264,7 @@ def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_bench(args: argparse.Namespace) -> int:
     from .bench import run_bench
 
-    return run_bench(args, ProgressBar(sys.stderr))
+    return run_bench(args, ProgressBar(sys.stderr, description="bench"))
 
 
 # ---- demo --------------------------------------------------------------------------------------
