@@ -1,6 +1,6 @@
 """Tropical einsum of dask arrays, lazily: one task per output block.
 
-Each output block is one [`tropical_gemm.einsum`][tropical_gemm.einsum] of
+Each output block is one [`tropical_gemm.einsum`][tropical_gemm.einsum.einsum] of
 the operands' blocks that it depends on, with every contracted index whole
 (``dask.array.blockwise`` with ``concatenate=True``), so each block's value
 and tie-break are those of one einsum over the whole arrays.  Work spreads
@@ -21,7 +21,7 @@ from .semirings import Semiring, get_semiring
 
 def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_plus", optimize: Any = "auto",
            return_configuration: bool = False) -> da.Array:
-    """[`tropical_gemm.einsum`][tropical_gemm.einsum] of dask arrays (others are wrapped by ``dask.array.asarray``), as a lazy dask array.
+    """[`tropical_gemm.einsum`][tropical_gemm.einsum.einsum] of dask arrays (others are wrapped by ``dask.array.asarray``), as a lazy dask array.
 
     Examples:
         >>> import numpy as np, dask.array as da, tropical_gemm.dask as tgd
