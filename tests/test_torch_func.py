@@ -120,3 +120,19 @@ def test_transforms_see_through_half_precision_and_vectors(dtype):
     x = a.clone().requires_grad_()
     tropical_matmul(x, b).float().sum().backward()
     assert grad.dtype == dtype and torch.equal(grad, x.grad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("semiring", SEMIRINGS)
+def test_transforms_on_cuda_tensors_match_eager_autograd(semiring):
+    a, b = tie_free((3, 4, 5), (5, 2), semiring, device="cuda", requires_grad=False)
+    mapped = func.vmap(func.grad(lambda x, y: tropical_matmul(x, y, semiring).sum(), argnums=(0, 1)),
+                       in_dims=(0, None))(a, b)
+    for i in range(3):
+        x, y = a[i].clone().requires_grad_(), b.clone().requires_grad_()
+        tropical_matmul(x, y, semiring).sum().backward()
+        torch.testing.assert_close(mapped[0][i], x.grad, rtol=1e-12, atol=1e-12)  # GPU atomics: any order
+        torch.testing.assert_close(mapped[1][i], y.grad, rtol=1e-12, atol=1e-12)
+    f = lambda x: tropical_matmul(x, b, semiring)  # noqa: E731
+    torch.testing.assert_close(func.jacfwd(f)(a), func.jacrev(f)(a), rtol=0, atol=1e-12)
+    torch.testing.assert_close(func.jacrev(f)(a), eager_jacobian(f, a), rtol=0, atol=1e-12)

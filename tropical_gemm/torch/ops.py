@@ -170,12 +170,13 @@ def _vmap_first(x: Tensor, dim: "int | None", rank: int, size: "int | None" = No
     The vmap dimension becomes the leading batch dimension of the product;
     the size-1 axes line the operand's own batch dimensions up with the
     other operand's, as broadcasting from the right expects.  An unmapped
-    ``x`` is left as it is, or with ``size`` broadcast to that many samples.
+    ``x`` is left as it is, or with ``size`` copies of it, one per sample (a
+    copy, not a stride-0 view: the engines read batches by their strides).
     """
     if dim is None:
         if size is None:
             return x
-        x = x.expand(size, *x.shape)
+        x = x.expand(size, *x.shape).contiguous()
     else:
         x = x.movedim(dim, 0)
     return x[(slice(None),) + (None,) * (rank - x.dim() + 1)]
