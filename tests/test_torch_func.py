@@ -66,17 +66,19 @@ def test_forward_mode_dual_tensors_give_the_directional_derivative(semiring):
         assert torch.autograd.forward_ad.unpack_dual(argmax).tangent is None
 
 
-def test_the_hessian_of_max_mul_matches_eager_double_backward():
-    a, b = tie_free((2, 3), (3, 2), "max_mul", requires_grad=False)
+@pytest.mark.parametrize("semiring", ["max_mul", "max_plus"])
+def test_hessians_match_eager_double_backward(semiring):
+    a, b = tie_free((2, 3), (3, 2), semiring, requires_grad=False)
 
     def f(x):
-        return tropical_matmul(x, b, "max_mul").pow(2).sum()
+        return tropical_matmul(x, b, semiring).pow(2).sum()
 
     x = a.detach().requires_grad_()
     (g,) = torch.autograd.grad(f(x), x, create_graph=True)
     want = torch.stack([torch.autograd.grad(g.reshape(-1)[i], x, retain_graph=True)[0]
                         for i in range(g.numel())]).reshape(*a.shape, *a.shape)
     torch.testing.assert_close(func.jacrev(func.jacrev(f))(a), want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(func.hessian(f)(a), want, rtol=0, atol=1e-12)  # forward over reverse
 
 
 @pytest.mark.parametrize("in_dims,shapes", [

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..semirings import get_semiring
-from .ops import backward_of_backward, matmul_backward_op, matmul_with_argmax_op, product_tangent
+from .ops import backward_of_backward, gather_winners, matmul_backward_op, matmul_with_argmax_op, product_tangent
 
 
 class Product(torch.autograd.Function):
@@ -53,7 +53,7 @@ class Product(torch.autograd.Function):
 
 
 class Backward(torch.autograd.Function):
-    """``tropical_gemm::matmul_backward``, itself differentiable (Hessians through ``jacrev(jacrev(...))``)."""
+    """``tropical_gemm::matmul_backward``, itself differentiable in both modes (Hessians, ``torch.func.hessian``)."""
 
     generate_vmap_rule = True
 
@@ -66,10 +66,30 @@ class Backward(torch.autograd.Function):
         grad_c, a, b, argmax, semiring = inputs
         ctx.semiring = semiring
         ctx.save_for_backward(grad_c, a, b, argmax)
+        ctx.save_for_forward(grad_c, a, b, argmax)
 
     @staticmethod
     def backward(ctx: Any, tangent_a: Tensor, tangent_b: Tensor) -> tuple:
         return backward_of_backward(ctx, tangent_a, tangent_b)
+
+    @staticmethod
+    def jvp(ctx: Any, tangent_grad_c: "Tensor | None", tangent_a: "Tensor | None", tangent_b: "Tensor | None",
+            _tangent_argmax: None, _semiring: None) -> tuple:
+        """The backward moved along the tangents (forward over reverse: ``torch.func.hessian``).
+
+        It is linear in ``grad_c``; in ``a`` and ``b`` it moves only for
+        ``max_mul``, whose gradients carry the other operand: those terms are
+        routed to the winning k as ``backward_of_backward`` routes them.
+        """
+        grad_c, a, b, argmax = ctx.saved_tensors
+        moved_a, moved_b = (matmul_backward_op(tangent_grad_c, a, b, argmax, ctx.semiring)
+                            if tangent_grad_c is not None else (torch.zeros_like(a), torch.zeros_like(b)))
+        if get_semiring(ctx.semiring).mul == "times":
+            ta_w, tb_w = gather_winners(torch.zeros_like(a) if tangent_a is None else tangent_a,
+                                        torch.zeros_like(b) if tangent_b is None else tangent_b, argmax)
+            moved_a = moved_a + matmul_backward_op(grad_c * tb_w, a, b, argmax, "max_plus")[0]
+            moved_b = moved_b + matmul_backward_op(grad_c * ta_w, a, b, argmax, "max_plus")[1]
+        return moved_a, moved_b
 
 
 def transformed_product(a: Tensor, b: Tensor, semiring: str) -> tuple[Tensor, Tensor]:
