@@ -221,7 +221,6 @@ def _cotengra_optimizer(optimize: Any) -> Any:
     return cotengra.HyperOptimizer(max_repeats=32, progbar=False)
 
 
-@lru_cache(maxsize=512)
 def _path_optimizer(fn: Any) -> Any:
     """A path function ``fn(inputs, output, size_dict, memory_limit)`` (as ``opt_einsum.paths.greedy``) as a
     ``PathOptimizer``, which ``contract_path`` calls (a bare function it would read as an explicit path)."""
@@ -234,6 +233,7 @@ def _path_optimizer(fn: Any) -> Any:
     return PathFunction()
 
 
+@lru_cache(maxsize=512)
 def make_plan(parsed: Parsed, optimize: Any) -> Plan:
     """Pre-reductions, then opt_einsum's pairwise steps, then the output permutation."""
     operands = unique_labels(parsed)
