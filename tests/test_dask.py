@@ -194,9 +194,16 @@ def test_different_or_unsupported_dtypes_raise_type_error():
         tgd.matmul(da.ones((3, 4), dtype=bool, chunks=2), da.ones((4, 2), dtype=bool, chunks=2))
 
 
-def test_one_dimensional_operands_raise_value_error():
-    with pytest.raises(ValueError, match="at least 2 dimensions"):
-        tgd.matmul(da.ones(4, chunks=2), da.ones((4, 2), chunks=2))
+def test_one_dimensional_operands_follow_numpy_matmul():
+    rng = np.random.default_rng(11)
+    v, m = rng.normal(size=4), rng.normal(size=(4, 3))
+    c, k = tgd.matmul(da.from_array(v, chunks=2), da.from_array(m, chunks=2), argmax=True)
+    assert c.shape == k.shape == (3,)
+    want_c, want_k = tg.matmul(v, m, argmax=True)
+    np.testing.assert_array_equal(c.compute(), want_c)
+    np.testing.assert_array_equal(k.compute(), want_k)
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        tgd.matmul(da.ones((), chunks=()), da.ones((4, 2), chunks=2))
 
 
 def test_unknown_chunk_sizes_raise_value_error():

@@ -41,9 +41,10 @@ from . import api
 from .dtypes import argmax_dtype, common_dtype
 from .engines import array_kind
 from .semirings import Semiring, get_semiring
-from .shapes import product_shape
+from .shapes import product_shape, promote_vectors
+from .dask_einsum import einsum
 
-__all__ = ["matmul"]
+__all__ = ["einsum", "matmul"]
 
 Key = tuple
 
@@ -52,8 +53,8 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     """Tropical matrix product of two dask arrays, lazily, as a Dask graph.
 
     The rules are those of [`tropical_gemm.matmul`][tropical_gemm.matmul]:
-    shapes ``(..., M, K) @ (..., K, N)`` with broadcast batch dimensions, the
-    same errors, and with ``argmax=True`` a pair ``(C, argmax)`` where argmax
+    shapes ``(..., M, K) @ (..., K, N)`` with broadcast batch dimensions
+    (1-D operands as in ``numpy.matmul``), the same errors, and with ``argmax=True`` a pair ``(C, argmax)`` where argmax
     is the smallest global ``k`` that wins, ``-1`` where ``C`` is the
     semiring's zero.  Chunks may be numpy or cupy arrays (not a mix); anything
     else is wrapped by ``dask.array.asarray``.  ``b`` is rechunked along K
@@ -69,7 +70,7 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
         >>> c.compute(), k.compute()   # 5 + 0 wins at k = 2 and k = 3: the smallest k is kept
         (array([[5.]]), array([[2]], dtype=int32))
     """
-    a, b = da.asarray(a), da.asarray(b)
+    a, b, vectors = promote_vectors(da.asarray(a), da.asarray(b))
     sr = get_semiring(semiring)
     dtype = common_dtype(a.dtype, b.dtype)
     _check_known_chunks(a, b)
@@ -80,7 +81,8 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
             f"{type(b._meta).__name__}); move one to the other's device first"
         )
     a, b = _aligned(a, b, shape.batch)
-    return _product(a, b, sr, dtype, argmax_dtype(shape.k) if argmax else None)
+    result = _product(a, b, sr, dtype, argmax_dtype(shape.k) if argmax else None)
+    return tuple(map(vectors.squeeze, result)) if argmax else vectors.squeeze(result)
 
 
 def _check_known_chunks(a: da.Array, b: da.Array) -> None:
