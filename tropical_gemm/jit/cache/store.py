@@ -30,11 +30,11 @@ from typing import Callable
 from .. import compiler, log
 from ..compiler import CompiledKernel
 from .config import (
-    DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem,
+    DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem, user_stacklevel,
 )
 from .entry import BuildOutcome, CachedBinary, EntryInfo, EntryMetadata, PruneResult, metadata_for, outcome_from
-from .files import EntryLock, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir, make_dir, \
-    read_capped, remove_aside, touch, unlink_quietly
+from .files import EntryLock, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir_chain, make_dir, \
+    read_capped, remove_aside, touch, unlink_quietly, untrusted_dir
 from .keys import FORMAT_VERSION, BuildRequest, entry_stem, version_text
 
 STAMP_NAME = "nvrtc-running"
@@ -146,14 +146,17 @@ class DiskCache:
 
     def lookup(self, request: BuildRequest) -> CachedBinary | None:
         """A verified entry for ``request``, or ``None``.  Never raises on a bad entry; heals bad paths."""
-        if not self._open():
-            return None
+        return self._lookup(request, report=True)
+
+    def _lookup(self, request: BuildRequest, *, report: bool) -> CachedBinary | None:
         directory = self.target_dir(request.target.tag)
+        if not self.readable_dir(directory):
+            return None
         running = self._running(request)
         for version in self._versions_for(request):
             stem = entry_stem(request.name, request.portable_key, version)
             exact = request.nvrtc_version is not None and version == running
-            found = self._read_verified(directory / f"{stem}.json", request, expect_exact=exact)
+            found = self._read_verified(directory / f"{stem}.json", request, expect_exact=exact, report=report)
             if found is not None:
                 return found
         return None
@@ -194,33 +197,32 @@ class DiskCache:
             versions += [v for v in self.compatible_nvrtc if v not in versions]
         return versions
 
-    def _read_verified(self, meta_path: Path, request: BuildRequest, *, expect_exact: bool) -> CachedBinary | None:
+    def _read_verified(self, meta_path: Path, request: BuildRequest, *, expect_exact: bool,
+                       report: bool) -> CachedBinary | None:
         raw = self._read(meta_path, MAX_METADATA_BYTES)
         if raw is None:
             return None
         try:
             metadata = EntryMetadata.from_json(raw)
         except ValueError as exc:
-            self._report_corrupt(meta_path, str(exc))
-            return None
-        problem = metadata.mismatch(request, meta_path.name, expect_exact=expect_exact)
+            problem, path = str(exc), meta_path
+        else:
+            problem, path = metadata.mismatch(request, meta_path.name, expect_exact=expect_exact), meta_path
+            if problem is None and not os.path.lexists(meta_path.with_name(metadata.payload_name)):
+                problem = "its binary is missing"
+        if problem is None:
+            path = meta_path.with_name(metadata.payload_name)
+            payload = self._read(path, metadata.size)
+            if payload is None:
+                return None
+            problem = metadata.verify(payload)
         if problem is not None:
-            self._report_corrupt(meta_path, problem)
+            if report:  # a build looks twice (before and under the lock): said once
+                log.warning("corrupt cache entry %s: %s; not loading it", path, problem)
             return None
-        payload_path = meta_path.with_name(metadata.payload_name)
-        if not os.path.lexists(payload_path):
-            self._report_corrupt(meta_path, "its binary is missing")
-            return None
-        payload = self._read(payload_path, metadata.size)
-        if payload is None:
-            return None
-        problem = metadata.verify(payload)
-        if problem is not None:
-            self._report_corrupt(payload_path, problem)
-            return None
-        touch(payload_path)
+        touch(path)
         exact = request.nvrtc_version is not None and metadata.key == request.key
-        return CachedBinary(payload, metadata, payload_path, exact=exact)
+        return CachedBinary(payload, metadata, path, exact=exact)
 
     def _read(self, path: Path, cap: int) -> bytes | None:
         """A trusted file's bytes, or ``None`` (absent, unreadable, or untrusted and so moved aside)."""
@@ -237,9 +239,6 @@ class DiskCache:
     def _heal(self, path: Path, problem: str) -> None:
         log.warning("cache path %s %s; moved it aside, the next build rewrites it", path, problem)
         remove_aside(path)
-
-    def _report_corrupt(self, path: Path, problem: str) -> None:
-        log.warning("corrupt cache entry %s: %s; not loading it", path, problem)
 
     def _read_stamp(self) -> tuple[str | None, str | None]:
         """The recorded NVRTC version and the identity of the library that reported it (either may be None)."""
@@ -282,7 +281,7 @@ class DiskCache:
         lock = self._acquire_lock(request)
         try:
             if lock is not None:
-                found = self._lookup_for_build(request, accept_other_nvrtc)
+                found = self._lookup_for_build(request, accept_other_nvrtc, report=False)
                 if found is not None:
                     return outcome_from(found)
             compiled = compile_fn()
@@ -298,8 +297,9 @@ class DiskCache:
         return BuildOutcome(compiled.binary, True, compiled.compile_seconds, path is not None, True, path,
                             replaced_corrupt=replaced, store_problem=problem)
 
-    def _lookup_for_build(self, request: BuildRequest, accept_other_nvrtc: bool) -> CachedBinary | None:
-        found = self.lookup(request)
+    def _lookup_for_build(self, request: BuildRequest, accept_other_nvrtc: bool, *,
+                          report: bool = True) -> CachedBinary | None:
+        found = self._lookup(request, report=report)
         if found is not None and not found.exact and not accept_other_nvrtc:
             return None
         return found
@@ -368,10 +368,41 @@ class DiskCache:
         atomic_write(path, data, self.trust)
 
     def _ensure_dirs(self, directory: Path) -> None:
-        for path in (self.format_dir, directory):
-            problem = ensure_dir(path, self.trust)
-            if problem is not None:
-                log.warning("cache directory %s %s; moved it aside and made a new one", path, problem)
+        for path, problem in ensure_dir_chain(self.root, directory, self.trust):
+            log.warning("cache directory %s %s; moved it aside and made a new one", path, problem)
+
+    # ---- directories any cache layer under the root may use --------------------------------------
+
+    def readable_dir(self, directory: Path) -> bool:
+        """Whether files under ``directory`` (below the root) may be read now: every directory from the root
+        down is ours.
+
+        Asked before every read, by this cache and by any other layer that
+        keeps files under the root (the CPU kernels).  A directory that is
+        not ours is named in one warning, and nothing under it is read; the
+        next write moves it aside.
+        """
+        if not self._open():
+            return False
+        found = untrusted_dir(self.root, directory, self.trust)
+        if found is None:
+            return True
+        path, problem = found
+        self.warn_once(f"directory {path}", f"not reading the kernel cache directory {path}: it {problem}. "
+                                            f"The next kernel stored there moves it aside; or remove it yourself")
+        return False
+
+    def writable_dir(self, directory: Path) -> bool:
+        """Whether files may be written under ``directory`` (below the root), after creating every directory
+        down to it with the cache's exact mode and moving aside those that are not ours."""
+        if not self._may_write():
+            return False
+        try:
+            self._ensure_dirs(directory)
+        except OSError as exc:
+            self._disable_writes(f"cannot create directories in the kernel cache {self.root} ({exc})")
+            return False
+        return True
 
     def evict(self, path: Path) -> None:
         """Remove the entry whose binary is ``path`` (metadata first, so no reader sees half of it)."""
@@ -395,7 +426,7 @@ class DiskCache:
                 return
             self._warned.add(topic)
         log.warning(message)
-        warnings.warn(message, DiskCacheWarning, stacklevel=4)
+        warnings.warn(message, DiskCacheWarning, stacklevel=user_stacklevel())
 
     # ---- maintenance -----------------------------------------------------------------------------
 
