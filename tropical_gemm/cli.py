@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -43,7 +44,7 @@ class CliError(Exception):
 
 
 def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--arch", help="comma-separated architectures, e.g. sm_80,sm_90 "
+    parser.add_argument("--arch", type=arch_list, help="comma-separated architectures, e.g. sm_80,sm_90 "
                                        "(default: the current GPU's); no GPU is needed when given")
     parser.add_argument("--semiring", action="append", help="semiring(s) to compile, e.g. max_plus "
                                                             "(comma-separated or repeated; default: all)")
@@ -51,7 +52,7 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--op", action="append", help="operation(s): forward, forward_argmax, argmax_resolve, "
                                                       "backward, backward_ordered_a, backward_ordered_b "
                                                       "(default: all)")
-    parser.add_argument("--workers", type=int, help="parallel compiles (default: CPU count, at most 16)")
+    parser.add_argument("--workers", type=whole_number(1, 1024), help="parallel compiles (default: CPU count, at most 16)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(handler=_run_warmup)
 
@@ -122,7 +123,7 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     export = actions.add_parser("export", help="write cache entries to a bundle (.tar.gz)",
                                 description="Write cache entries to a bundle that other machines can import.")
     export.add_argument("file", type=Path, help="bundle to write, e.g. kernels.tar.gz")
-    export.add_argument("--arch", help="only these targets, comma-separated (e.g. sm_90,compute_120)")
+    export.add_argument("--arch", type=arch_list, help="only these targets, comma-separated (e.g. sm_90,compute_120)")
     export.set_defaults(handler=_run_cache_export)
     import_ = actions.add_parser("import", help="verify a bundle and add its entries to the cache",
                                  description="Verify every entry of a bundle (checksums, names), then add "
@@ -131,34 +132,87 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     import_.set_defaults(handler=_run_cache_import)
 
 
-def checked_number(text: str, convert: Callable[[str], float], minimum: float, what: str) -> float:
+def checked_number(text: str, convert: Callable[[str], float], minimum: float, what: str,
+                   maximum: float | None = None) -> float:
     """``convert(text)`` for an option's value, or argparse's error saying what the option takes.
 
-    ``convert`` raises ``ValueError`` for text that is no number; a number
-    below ``minimum`` is refused too.
+    ``convert`` raises ``ValueError`` (or ``OverflowError``) for text that is
+    no number; infinity, NaN and a number outside ``minimum``..``maximum``
+    are refused too.  argparse puts the option's name before the message.
     """
+    shown = repr(text if len(text) <= 40 else text[:30] + "...")
     try:
         value = convert(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"not {what}: {shown}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{what} must be a finite number, got {shown}")
     if value < minimum:
-        raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}, got {shown}")
+    if maximum is not None and value > maximum:
+        raise argparse.ArgumentTypeError(f"{what} must be at most {maximum}, got {shown}")
     return value
 
 
+def whole_number(minimum: int, maximum: int | None = None, what: str = "a whole number") -> Callable[[str], int]:
+    """An argparse ``type`` for an integer option within ``minimum``..``maximum`` (ASCII digits only)."""
+    def parse(text: str) -> int:
+        return int(checked_number(text, _ascii_int, minimum, what, maximum))
+
+    parse.__name__ = what  # argparse names the type in a few of its own messages
+    return parse
+
+
+def real_number(minimum: float, what: str = "a number") -> Callable[[str], float]:
+    """An argparse ``type`` for a finite float option of at least ``minimum``."""
+    def parse(text: str) -> float:
+        return checked_number(text, _ascii_float, minimum, what)
+
+    parse.__name__ = what
+    return parse
+
+
+def _ascii_int(text: str) -> int:
+    if not text.strip().lstrip("+-").isascii():  # int() also reads "٣" as 3
+        raise ValueError(text)
+    return int(text)
+
+
+def _ascii_float(text: str) -> float:
+    if not text.isascii():
+        raise ValueError(text)
+    return float(text)
+
+
+def arch_list(text: str) -> str:
+    """An argparse ``type`` for ``--arch``: each comma-separated item must read as an architecture."""
+    from .jit.compiler import UnsupportedArchError, parse_arch
+
+    for item in comma_list(text) or [text]:
+        try:
+            parse_arch(item)
+        except UnsupportedArchError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+#: The largest size an option takes: what a signed 64-bit file offset can count.
+MAX_SIZE = 2**63 - 1
 
 
 def _bytes(text: str) -> float:
     """``"1.5G"`` as bytes; ``ValueError`` for text that is no size."""
     cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
     unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
-    return float(cleaned[:len(cleaned) - len(unit)]) * _SIZE_UNITS[unit]
+    return _ascii_float(cleaned[:len(cleaned) - len(unit)]) * _SIZE_UNITS[unit]
 
 
 def parse_size(text: str) -> int:
     """Bytes from ``"1048576"``, ``"500K"``, ``"20M"``, ``"1.5G"`` (powers of 1024)."""
-    return int(checked_number(text, _bytes, 0, "a size (bytes, or with a K/M/G/T suffix)"))
+    return int(checked_number(text, _bytes, 0, "a size (bytes, or with a K/M/G/T suffix)", MAX_SIZE))
 
 
 def _cache() -> Any:
@@ -338,6 +392,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in arguments if not a.startswith("-")), None)
     parser = build_parser(command if command in {c.name for c in COMMANDS} else None)
+    unknown = _unknown_leading_options(arguments)
+    if unknown:  # else argparse would only say that COMMAND is missing
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args = parser.parse_args(arguments)
     if args.verbose:
         logging.basicConfig(format="%(name)s: %(message)s")
@@ -356,6 +413,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tropical-gemm: interrupted", file=sys.stderr)
         return 130
+
+
+def _unknown_leading_options(arguments: Sequence[str]) -> list[str]:
+    """The options before the command that the top level does not take (``-h``, ``-v``, combined or long)."""
+    unknown = []
+    for argument in arguments:
+        if not argument.startswith("-") or argument == "--":
+            break
+        long_known = argument in ("--help", "--verbose")
+        short_known = argument[1:2] != "-" and set(argument[1:]) <= {"h", "v"}
+        if not (long_known or short_known):
+            unknown.append(argument)
+    return unknown
 
 
 def _reader_went_away() -> int:
