@@ -39,6 +39,9 @@ class UntrustedFile(Exception):
         self.path = path
         self.problem = problem
 
+    def __reduce__(self) -> tuple:
+        return type(self), (self.path, self.problem)
+
 
 class LockTimeout(Exception):
     """Another process held an entry's lock for the whole timeout."""
@@ -242,6 +245,7 @@ def ensure_dir_chain(root: Path, directory: Path, trust: Trust) -> list[tuple[Pa
         problem = ensure_dir(path, trust)
         if problem is not None:
             healed.append((path, problem))
+            ensure_dir(path, trust)  # moved aside: made anew, so the levels below it can be
     return healed
 
 

@@ -111,7 +111,7 @@ class DiskCache:
         self._open(create=True)
         if self._problem is None and not self._swept:
             self._swept = True
-            _maintenance().sweep_dead_scratch(self.format_dir)
+            _maintenance().sweep_dead_scratch(self.format_dir, self.trust)
         return self._problem is None
 
     def _check_root(self) -> None:
@@ -146,9 +146,10 @@ class DiskCache:
 
     def lookup(self, request: BuildRequest) -> CachedBinary | None:
         """A verified entry for ``request``, or ``None``.  Never raises on a bad entry; heals bad paths."""
-        return self._lookup(request, report=True)
+        return self._lookup(request, corrupt=None)
 
-    def _lookup(self, request: BuildRequest, *, report: bool) -> CachedBinary | None:
+    def _lookup(self, request: BuildRequest, *, corrupt: list[str] | None) -> CachedBinary | None:
+        """As ``lookup``; with a ``corrupt`` list, what is corrupt is added to it instead of logged."""
         directory = self.target_dir(request.target.tag)
         if not self.readable_dir(directory):
             return None
@@ -156,7 +157,7 @@ class DiskCache:
         for version in self._versions_for(request):
             stem = entry_stem(request.name, request.portable_key, version)
             exact = request.nvrtc_version is not None and version == running
-            found = self._read_verified(directory / f"{stem}.json", request, expect_exact=exact, report=report)
+            found = self._read_verified(directory / f"{stem}.json", request, expect_exact=exact, corrupt=corrupt)
             if found is not None:
                 return found
         return None
@@ -198,7 +199,7 @@ class DiskCache:
         return versions
 
     def _read_verified(self, meta_path: Path, request: BuildRequest, *, expect_exact: bool,
-                       report: bool) -> CachedBinary | None:
+                       corrupt: list[str] | None) -> CachedBinary | None:
         raw = self._read(meta_path, MAX_METADATA_BYTES)
         if raw is None:
             return None
@@ -217,8 +218,10 @@ class DiskCache:
                 return None
             problem = metadata.verify(payload)
         if problem is not None:
-            if report:  # a build looks twice (before and under the lock): said once
+            if corrupt is None:
                 log.warning("corrupt cache entry %s: %s; not loading it", path, problem)
+            else:
+                corrupt.append(f"{path}: {problem}")
             return None
         touch(path)
         exact = request.nvrtc_version is not None and metadata.key == request.key
@@ -269,8 +272,11 @@ class DiskCache:
         then find the entry the first one wrote, so a kernel is compiled once
         per machine.  Errors from ``compile_fn`` propagate unchanged.
         """
-        found = self._lookup_for_build(request, accept_other_nvrtc)
+        corrupt: list[str] = []  # looked up twice (before and under the lock), said once
+        found = self._lookup_for_build(request, accept_other_nvrtc, corrupt)
         if found is not None:
+            for problem in corrupt:
+                log.warning("not loading corrupt cache entry %s", problem)
             if found.exact:  # the running NVRTC is known here: keep the warm-start record current
                 self._remember_running(request.nvrtc_version)  # type: ignore[arg-type]
             return outcome_from(found)
@@ -281,7 +287,7 @@ class DiskCache:
         lock = self._acquire_lock(request)
         try:
             if lock is not None:
-                found = self._lookup_for_build(request, accept_other_nvrtc, report=False)
+                found = self._lookup_for_build(request, accept_other_nvrtc, [])
                 if found is not None:
                     return outcome_from(found)
             compiled = compile_fn()
@@ -292,14 +298,16 @@ class DiskCache:
         if path is not None:
             self._remember_running(compiled.nvrtc_version)
         replaced = corrupt_before and path is not None
-        if replaced:
+        if corrupt:
+            log.warning("%s corrupt cache entry %s", "replaced" if replaced else "not loading", corrupt[0])
+        elif replaced:
             log.warning("replaced corrupt cache entry %s", path)
         return BuildOutcome(compiled.binary, True, compiled.compile_seconds, path is not None, True, path,
                             replaced_corrupt=replaced, store_problem=problem)
 
-    def _lookup_for_build(self, request: BuildRequest, accept_other_nvrtc: bool, *,
-                          report: bool = True) -> CachedBinary | None:
-        found = self._lookup(request, report=report)
+    def _lookup_for_build(self, request: BuildRequest, accept_other_nvrtc: bool,
+                          corrupt: list[str]) -> CachedBinary | None:
+        found = self._lookup(request, corrupt=corrupt)
         if found is not None and not found.exact and not accept_other_nvrtc:
             return None
         return found
