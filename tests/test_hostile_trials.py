@@ -85,6 +85,7 @@ def populated_cpu_cache(tmp_path_factory) -> Path:
 def _copy(populated: Path, tmp_path: Path) -> tuple[Path, Path]:
     root = tmp_path / "cache"
     shutil.copytree(populated, root, symlinks=True)
+    root.chmod(0o700)  # a trusted root, whatever the first use made of it: the folders below are on trial
     return root, root / "numba-cpu"
 
 
