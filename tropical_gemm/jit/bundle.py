@@ -152,7 +152,7 @@ def _read_verified(path: Path) -> list[tuple[EntryMetadata, bytes]]:
     """Every entry of the bundle, verified; a :class:`BundleError` (without the path) for the first problem."""
     with _open_regular_file(path) as stream:
         try:
-            with tarfile.open(fileobj=stream, mode="r:*", tarinfo=_BoundedTarInfo) as archive:
+            with tarfile.open(fileobj=stream, mode="r:gz", tarinfo=_BoundedTarInfo) as archive:
                 first = archive.next()
                 if first is None or first.name != MANIFEST_NAME:
                     raise BundleError(f"its first member is not {MANIFEST_NAME}; is it a tropical_gemm cache bundle?")
