@@ -14,7 +14,9 @@ metadata is an unfinished write (not corruption) that the next writer
 replaces.  The lock only saves duplicate compiles: correctness rests on the
 atomic replace, so a lock that cannot be had in time degrades to compiling
 without it.  A root that is not ours (owner, mode) is not used at all; a
-bad path below it is moved aside and rebuilt once.
+directory below it that is not ours is read from by no one (checked on
+every read, named in one warning) and moved aside by the next write; a bad
+file is moved aside and rebuilt once.
 """
 
 from __future__ import annotations
