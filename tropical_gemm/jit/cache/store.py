@@ -384,13 +384,10 @@ class DiskCache:
     # ---- directories any cache layer under the root may use --------------------------------------
 
     def readable_dir(self, directory: Path) -> bool:
-        """Whether files under ``directory`` (below the root) may be read now: every directory from the root
-        down is ours.
+        """Whether every directory from the root down to ``directory`` is ours, asked before every read.
 
-        Asked before every read, by this cache and by any other layer that
-        keeps files under the root (the CPU kernels).  A directory that is
-        not ours is named in one warning, and nothing under it is read; the
-        next write moves it aside.
+        By this cache and any other layer under the root (the CPU kernels): a directory that is not ours
+        is named in one warning, nothing under it is read, and the next write moves it aside.
         """
         if not self._open():
             return False
@@ -403,8 +400,7 @@ class DiskCache:
         return False
 
     def writable_dir(self, directory: Path) -> bool:
-        """Whether files may be written under ``directory`` (below the root), after creating every directory
-        down to it with the cache's exact mode and moving aside those that are not ours."""
+        """Whether files may be written under ``directory``, its chain made with exact modes (bad ones moved aside)."""
         if not self._may_write():
             return False
         try:
