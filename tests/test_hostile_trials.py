@@ -59,7 +59,7 @@ def _sealed(data: bytes) -> bytes:
 
 
 def _plant(directory: Path, marker: Path, *, seal: bool) -> int:
-    """Replace every file under ``directory`` by the payload's pickle (sealed where ``seal`` and ours); returns how many."""
+    """Replace every file under ``directory`` by the payload's pickle (sealed where ``seal``); how many."""
     planted = 0
     for path in [p for p in directory.rglob("*") if p.is_file()]:
         payload = pickle.dumps(_Payload(marker))

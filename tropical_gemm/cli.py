@@ -52,7 +52,8 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--op", action="append", help="operation(s): forward, forward_argmax, argmax_resolve, "
                                                       "backward, backward_ordered_a, backward_ordered_b "
                                                       "(default: all)")
-    parser.add_argument("--workers", type=whole_number(1, 1024), help="parallel compiles (default: CPU count, at most 16)")
+    parser.add_argument("--workers", type=whole_number(1, 1024),
+                        help="parallel compiles (default: CPU count, at most 16)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(handler=_run_warmup)
 
