@@ -34,9 +34,6 @@ class NvrtcError(RuntimeError):
         super().__init__(f"{reason}\n{log}" if log else reason)
         self.reason, self.status, self.log = reason, status, log
 
-    def __reduce__(self) -> tuple:
-        return type(self), (self.reason, self.status, self.log)  # ``args`` holds the message with the log
-
 
 class NvrtcNotFound(OSError):
     """No NVRTC library could be loaded; the message lists where it was looked for."""
