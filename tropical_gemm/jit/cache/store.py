@@ -205,12 +205,13 @@ class DiskCache:
         raw = self._read(meta_path, MAX_METADATA_BYTES)
         if raw is None:
             return None
+        path = meta_path  # the file a problem is named by: the metadata, or the binary it describes
         try:
             metadata = EntryMetadata.from_json(raw)
         except ValueError as exc:
-            problem, path = str(exc), meta_path
+            problem = str(exc)
         else:
-            problem, path = metadata.mismatch(request, meta_path.name, expect_exact=expect_exact), meta_path
+            problem = metadata.mismatch(request, meta_path.name, expect_exact=expect_exact)
             if problem is None and not os.path.lexists(meta_path.with_name(metadata.payload_name)):
                 problem = "its binary is missing"
         if problem is None:
