@@ -11,7 +11,7 @@ Usage::
 
     python benchmarks/hostile_trials.py [--out DIR] [-- extra pytest arguments]
 
-Run it from the root of the tree to measure; for an older commit, copy the
+It measures the tree it sits in, wherever it is run from; for an older commit, copy the
 trial files (``tests/test_hostile_trials*.py``, ``tests/hostile_bundles.py``)
 and this script into a checkout of it.
 """
@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the tree this script is in is the one measured
 from results_file import RESULTS, commit, save_report  # noqa: E402
 
 TRIALS = ["tests/test_hostile_trials.py", "tests/test_hostile_trials_io.py"]
@@ -73,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args(argv)
     tally = Tally()
+    os.chdir(ROOT)
     status = pytest.main(["-q", "-p", "no:cacheprovider", *TRIALS, *args.pytest_args], plugins=[tally])
+    import tropical_gemm
+
+    assert Path(tropical_gemm.__file__).resolve().is_relative_to(ROOT), f"measured {tropical_gemm.__file__}"
     rows = tally.rows()
     measured = commit()
     report = {
