@@ -160,7 +160,6 @@ def whole_number(minimum: int, maximum: int | None = None, what: str = "a whole 
     def parse(text: str) -> int:
         return int(checked_number(text, _ascii_int, minimum, what, maximum))
 
-    parse.__name__ = what  # argparse names the type in a few of its own messages
     return parse
 
 
@@ -169,12 +168,11 @@ def real_number(minimum: float, what: str = "a number") -> Callable[[str], float
     def parse(text: str) -> float:
         return checked_number(text, _ascii_float, minimum, what)
 
-    parse.__name__ = what
     return parse
 
 
 def _ascii_int(text: str) -> int:
-    if not text.strip().lstrip("+-").isascii():  # int() also reads "٣" as 3
+    if not text.isascii():  # int() also reads "٣" as 3
         raise ValueError(text)
     return int(text)
 
