@@ -166,24 +166,3 @@ def test_kernels_are_cached_under_the_cache_root(cache_root) -> None:
             for _ in range(2)]
     assert runs == [["0", "1"], ["1", "0"]]
     assert any((cache_root / "numba-cpu").rglob("*.nbi"))
-
-
-def test_numba_never_reads_an_untrusted_cache(tmp_path, monkeypatch):
-    """numba loads pickled code: a cache root others can write gives it a private folder instead."""
-    import warnings
-
-    from tropical_gemm.engines.cpu import numba_cache
-
-    root = tmp_path / "shared"
-    root.mkdir()
-    root.chmod(0o777)
-    monkeypatch.setenv("TROPICAL_GEMM_CACHE_DIR", str(root))
-    monkeypatch.delenv("TROPICAL_GEMM_CACHE_GROUP", raising=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        chosen = numba_cache.numba_cache_dir()
-    assert root not in chosen.parents and chosen != root / numba_cache.SUBDIR
-    assert (chosen.stat().st_mode & 0o777) == 0o700
-    own = tmp_path / "own"
-    monkeypatch.setenv("TROPICAL_GEMM_CACHE_DIR", str(own))
-    assert numba_cache.numba_cache_dir() == own / numba_cache.SUBDIR

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import errno
+import io
 import json
 import logging
 import os
@@ -211,14 +212,20 @@ def test_an_unwritable_home_compiles_and_names_the_real_cause(tmp_path):
 
 
 def test_a_bundle_member_claiming_gigabytes_is_refused_unread(cache_root, tmp_path):
-    huge = tarfile.TarInfo("v2/sm_90/tg_k-0123456789abcdef-nvrtc13.5.cubin")
+    base = "v2/sm_90/tg_k-0123456789abcdef-nvrtc13.5"
+    manifest = json.dumps({"bundle_format": 1, "cache_format": 2, "entries": [
+        {"metadata": base + ".json", "payload": base + ".cubin", "sha256": "0" * 64, "size": 100}]}).encode()
+    huge = tarfile.TarInfo(base + ".cubin")
     huge.size = 3 * 2**30
     path = tmp_path / "bomb.tar.gz"
     with tarfile.open(path, "w:gz") as archive:
+        listing = tarfile.TarInfo(bundle_module.MANIFEST_NAME)
+        listing.size = len(manifest)
+        archive.addfile(listing, io.BytesIO(manifest))
         archive.fileobj.write(huge.tobuf())  # the header only: reading the data would need 3 GiB
         archive.fileobj.write(b"\0" * 1024)
     started = time.monotonic()
-    with pytest.raises(BundleError, match="claims 3221225472 bytes"):
+    with pytest.raises(BundleError, match="holds 3221225472 bytes; the manifest lists 100"):
         import_bundle(DiskCache(cache_root), path)
     assert time.monotonic() - started < 5
 
@@ -228,8 +235,8 @@ def test_an_oversized_bundle_member_is_refused_and_nothing_is_imported(cache_roo
     stored_entry(source, request_for())
     path = tmp_path / "kernels.tar.gz"
     assert export_bundle(source, path) == 1
-    monkeypatch.setattr(bundle_module, "MAX_BINARY_BYTES", 8)
-    with pytest.raises(BundleError, match="more than the 8"):
+    monkeypatch.setattr(bundle_module, "MAX_MEMBER_BYTES", 8)
+    with pytest.raises(BundleError, match=r"lists \d+ bytes, outside 1\.\.8"):
         import_bundle(DiskCache(cache_root), path)
     assert cache_files(cache_root, ".cubin") == []
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from ._version import __version__
 from .api import matmul
-from .options import checked_number
+from .options import whole_number
 
 SEMIRING = "max_plus"
 DTYPE = "float32"
@@ -47,6 +47,8 @@ DTYPE = "float32"
 FIRST_SIZE = 256
 CPU_SIZES = (256, 512, 1024)
 CUDA_SIZES = (1024, 2048, 4096, 8192)
+#: The largest size n measured: three n x n float32 operands of this size take 48 GiB.
+MAX_SIZE = 2**16
 MATPLOTLIB_HINT = "--plot needs matplotlib, which is not installed: pip install matplotlib"
 
 #: A fresh interpreter times its own import before anything else runs, then reports (see first_result).
@@ -101,7 +103,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _positive(text: str) -> int:
-    return int(checked_number(text, int, 1, "a whole number of rows"))
+    return whole_number(1, MAX_SIZE, "a whole number of rows")(text)
 
 
 def run_bench(args: argparse.Namespace, progress: Any) -> int:

@@ -25,7 +25,7 @@ from .jit.cache.config import comma_list
 from .jit import log as jit_log
 from .jit.compiler import NvrtcUnavailableError, Target
 from .jit.spec import KernelSpec
-from .options import checked_number
+from .options import arch_list, ascii_float, checked_number, whole_number
 from .progress import ProgressBar
 
 
@@ -44,7 +44,7 @@ class CliError(Exception):
 
 
 def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--arch", help="comma-separated architectures, e.g. sm_80,sm_90 "
+    parser.add_argument("--arch", type=arch_list, help="comma-separated architectures, e.g. sm_80,sm_90 "
                                        "(default: the current GPU's); no GPU is needed when given")
     parser.add_argument("--semiring", action="append", help="semiring(s) to compile, e.g. max_plus "
                                                             "(comma-separated or repeated; default: all)")
@@ -52,7 +52,8 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--op", action="append", help="operation(s): forward, forward_argmax, argmax_resolve, "
                                                       "backward, backward_ordered_a, backward_ordered_b "
                                                       "(default: all)")
-    parser.add_argument("--workers", type=int, help="parallel compiles (default: CPU count, at most 16)")
+    parser.add_argument("--workers", type=whole_number(1, 1024),
+                        help="parallel compiles (default: CPU count, at most 16)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(handler=_run_warmup)
 
@@ -123,7 +124,7 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     export = actions.add_parser("export", help="write cache entries to a bundle (.tar.gz)",
                                 description="Write cache entries to a bundle that other machines can import.")
     export.add_argument("file", type=Path, help="bundle to write, e.g. kernels.tar.gz")
-    export.add_argument("--arch", help="only these targets, comma-separated (e.g. sm_90,compute_120)")
+    export.add_argument("--arch", type=arch_list, help="only these targets, comma-separated (e.g. sm_90,compute_120)")
     export.set_defaults(handler=_run_cache_export)
     import_ = actions.add_parser("import", help="verify a bundle and add its entries to the cache",
                                  description="Verify every entry of a bundle (checksums, names), then add "
@@ -135,16 +136,20 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
+#: The largest size an option takes: what a signed 64-bit file offset can count.
+MAX_SIZE = 2**63 - 1
+
+
 def _bytes(text: str) -> float:
     """``"1.5G"`` as bytes; ``ValueError`` for text that is no size."""
     cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
     unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
-    return float(cleaned[:len(cleaned) - len(unit)]) * _SIZE_UNITS[unit]
+    return ascii_float(cleaned[:len(cleaned) - len(unit)]) * _SIZE_UNITS[unit]
 
 
 def parse_size(text: str) -> int:
     """Bytes from ``"1048576"``, ``"500K"``, ``"20M"``, ``"1.5G"`` (powers of 1024)."""
-    return int(checked_number(text, _bytes, 0, "a size (bytes, or with a K/M/G/T suffix)"))
+    return int(checked_number(text, _bytes, 0, "a size (bytes, or with a K/M/G/T suffix)", MAX_SIZE))
 
 
 def _cache() -> Any:
@@ -324,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in arguments if not a.startswith("-")), None)
     parser = build_parser(command if command in {c.name for c in COMMANDS} else None)
+    unknown = _unknown_leading_options(arguments)
+    if unknown:  # else argparse would only say that COMMAND is missing
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args = parser.parse_args(arguments)
     if args.verbose:
         logging.basicConfig(format="%(name)s: %(message)s")
@@ -342,6 +350,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tropical-gemm: interrupted", file=sys.stderr)
         return 130
+
+
+def _unknown_leading_options(arguments: Sequence[str]) -> list[str]:
+    """The options before the command that the top level does not take (``-h``, ``-v``, combined or long)."""
+    unknown = []
+    for argument in arguments:
+        if not argument.startswith("-") or argument == "--":
+            break
+        long_known = argument in ("--help", "--verbose")
+        short_known = argument[1:2] != "-" and set(argument[1:]) <= {"h", "v"}
+        if not (long_known or short_known):
+            unknown.append(argument)
+    return unknown
 
 
 def _reader_went_away() -> int:

@@ -23,18 +23,24 @@ from typing import Any
 import numpy as np
 
 from .api import matmul
+from .options import real_number, whole_number
 
 MAX_WEIGHT = 100
+#: The distance matrix is dense: this many nodes already take 16 GiB of float32.
+MAX_NODES = 2**16
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """The demo's options (the CLI owns the parser; ``run_demo`` reads the namespace)."""
-    parser.add_argument("--nodes", type=int, default=2000, help="number of nodes (default: 2000)")
-    parser.add_argument("--degree", type=float, default=8.0, help="average out-degree (default: 8)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the graph (default: 0)")
+    parser.add_argument("--nodes", type=whole_number(1, MAX_NODES, "a number of nodes"), default=2000,
+                        help="number of nodes (default: 2000)")
+    parser.add_argument("--degree", type=real_number(0, "an average degree"), default=8.0,
+                        help="average out-degree (default: 8)")
+    parser.add_argument("--seed", type=whole_number(0, what="a seed"), default=0,
+                        help="random seed of the graph (default: 0)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where to compute: auto uses a CUDA GPU when one is usable (default: auto)")
-    parser.add_argument("--check-sources", type=int, default=8,
+    parser.add_argument("--check-sources", type=whole_number(0, what="a number of sources"), default=8,
                         help="sources whose distances Dijkstra recomputes (default: 8)")
 
 

@@ -44,6 +44,10 @@ def canonical_dtype(dtype: object) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"unsupported dtype {dtype!r}; supported: {', '.join(SUPPORTED_DTYPES)}") from exc
+    if not dt.isnative and dt.newbyteorder("=") in _SUPPORTED:
+        order = "big" if dt.byteorder == ">" else "little"
+        raise TypeError(f"unsupported dtype {dt}: it is {order}-endian, not this machine's byte order; convert it, "
+                        f"e.g. x.astype(x.dtype.newbyteorder('='))")
     if not ((dt in _SUPPORTED and dt.isnative) or dt.name == "bfloat16"):
         raise TypeError(f"unsupported dtype {dt}; supported: {', '.join(SUPPORTED_DTYPES)}")
     return dt

@@ -45,7 +45,7 @@ NVRTC_INSTALL_HINT = "pip install nvidia-cuda-nvrtc cupy-cuda13x"
 
 ArchLike = Union[str, int, tuple[int, int]]
 
-_ARCH_PATTERN = re.compile(r"^(?:(sm|compute)_?)?(?:(\d{2,3})|(\d{1,2})\.(\d))$")
+_ARCH_PATTERN = re.compile(r"^(?:(sm|compute)_?)?(?:(\d{2,3})|(\d{1,2})\.(\d))$", re.ASCII)  # "sm_9٠" is no arch
 
 
 class NvrtcUnavailableError(RuntimeError):
@@ -94,6 +94,11 @@ class CompileError(RuntimeError):
         self.source = source
         self.options = tuple(options)
 
+    def __reduce__(self) -> tuple:
+        # The keyword-only fields are not in ``args``: without this, a worker
+        # process could raise it but its parent could not unpickle it.
+        return _rebuild_compile_error, (str(self), self.kernel, self.target, self.log, self.source, self.options)
+
     def dump(self, file: TextIO | None = None) -> None:
         """Write the kernel name, options, numbered source and NVRTC's log to ``file`` (default stderr)."""
         out = sys.stderr if file is None else file
@@ -103,6 +108,11 @@ class CompileError(RuntimeError):
         for number, line in enumerate(self.source.splitlines(), 1):
             out.write(f"{number:0{max(width, 4)}d} {line}\n")
         out.write(f"{rule}\n{self.log}\n{rule}\n")
+
+
+def _rebuild_compile_error(message: str, kernel: str, target: str, log: str, source: str,
+                           options: tuple[str, ...]) -> CompileError:
+    return CompileError(message, kernel=kernel, target=target, log=log, source=source, options=options)
 
 
 class UnsupportedArchError(ValueError):

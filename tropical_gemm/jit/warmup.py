@@ -38,6 +38,10 @@ class NoGpuForArchError(RuntimeError):
                          "pass arch explicitly, e.g. arch='sm_90' or arch=['sm_80', 'sm_90']")
         self.cause = cause
 
+    def __reduce__(self) -> tuple:
+        # ``args`` holds the whole message; rebuilt from it, the message would be wrapped twice.
+        return type(self), (self.cause,)
+
 
 class NotStored(NamedTuple):
     """A kernel that was compiled but is not in the disk cache, and why."""

@@ -54,12 +54,9 @@ def _gather_rows(a, b, argmax, a_won, b_won):  # noqa: ANN001, ANN202
 @lru_cache(maxsize=1)
 def _compiled() -> tuple[Callable, Callable]:
     """``(gather, scatter)`` compiled, decorated on the first backward (importing numba is the costly part)."""
-    from numba import njit
+    from .numba_cache import cached_njit
 
-    from .numba_cache import our_cache_dir
-
-    with our_cache_dir():
-        return njit(nogil=True, cache=True)(_gather_rows), njit(nogil=True, cache=True)(_scatter_rows)
+    return cached_njit(_gather_rows, nogil=True), cached_njit(_scatter_rows, nogil=True)
 
 
 @np.errstate(over="ignore", invalid="ignore")

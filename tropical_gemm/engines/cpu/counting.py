@@ -25,7 +25,7 @@ from numba import njit, types
 
 from ...semirings import COUNT_NEGATIVE as NEGATIVE
 from ...semirings import COUNT_OVERFLOW as OVERFLOW
-from .numba_cache import our_cache_dir
+from .numba_cache import compile_cached
 
 _INT64_MAX = np.iinfo(np.int64).max
 #: Counts below this multiply without overflow (their product is below 2**62).
@@ -33,7 +33,6 @@ _SMALL = 2**31
 
 
 def _make_tile(maximise: bool, signature: object) -> Callable:
-    @njit(signature, nogil=True, cache=True)
     def tile(va, ca, vb, cb, vc, cc, r0, r1, c0, c1, zero):  # noqa: ANN001, ANN202, PLR0913
         """``vc, cc[r0:r1, c0:c1]`` from the pairs ``(va, ca)`` and ``(vb, cb)``; returns the flag bits."""
         flags = 0
@@ -76,7 +75,7 @@ def _make_tile(maximise: bool, signature: object) -> Callable:
                 cc[i, c0 + j] = count[j]
         return flags
 
-    return tile
+    return compile_cached(njit(nogil=True)(tile), signature)
 
 
 @lru_cache(maxsize=None)
@@ -91,5 +90,4 @@ def tile_function(add: str, dtype: np.dtype) -> Callable:
     signature = types.int64(values_in, counts_in, values_in, counts_in, types.Array(value, 2, "C"),
                             types.Array(types.int64, 2, "C"), types.int64, types.int64, types.int64, types.int64,
                             value)
-    with our_cache_dir():
-        return _make_tile(add == "max", signature)
+    return _make_tile(add == "max", signature)

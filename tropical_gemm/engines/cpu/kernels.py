@@ -42,7 +42,7 @@ import numpy as np
 import numba
 from numba import njit, types
 
-from .numba_cache import our_cache_dir
+from .numba_cache import compile_cached
 
 #: ⊕ codes.
 MAX, MIN = 0, 1
@@ -241,7 +241,7 @@ def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, sign
     # changed; taller panels make that pass rarer.
     kb_size, nb_size = (KB_ARGMAX, NB_ARGMAX) if argmax else (KB, NB)
 
-    @njit(signature, nogil=True, cache=True)
+    @njit(nogil=True)
     def tile(a, b, out, idx, r0, r1, c0, c1, zero, lo, hi):  # noqa: ANN001, ANN202, PLR0913
         """``out[r0:r1, c0:c1]`` (and ``idx``'s, with argmax) from ``a`` and ``b``.
 
@@ -273,7 +273,7 @@ def _make_tile(add: int, mul: int, sat: bool, argmax: bool, floating: bool, sign
         if floating:
             _positive_zeros(out, r0, r1, c0, c1)
 
-    return tile
+    return compile_cached(tile, signature)
 
 
 @lru_cache(maxsize=None)
@@ -289,5 +289,4 @@ def tile_function(add: str, mul: str, sat: bool, argmax: bool, dtype: np.dtype, 
     operand = types.Array(value, 2, "A", readonly=True)  # read-only memory maps too; writable arrays convert
     signature = types.void(operand, operand, types.Array(value, 2, "C"), types.Array(index, 2, "C"),
                            types.int64, types.int64, types.int64, types.int64, value, value, value)
-    with our_cache_dir():
-        return _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, np.dtype(dtype).kind == "f", signature)
+    return _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, np.dtype(dtype).kind == "f", signature)

@@ -3,7 +3,10 @@
 * ``config``: environment variables and defaults;
 * ``keys``: the versioned, labelled key schema and entry names;
 * ``entry``: the metadata format and its verification;
-* ``files``: trusted file access (owner/mode checks, capped reads, atomic writes, locks);
+* ``files``: trusted file access (owner/mode checks of files and of every directory from the root
+  down, capped reads, atomic writes, locks);
+* ``sealed``: files stored with their SHA-256 and read back only if it matches (for formats that
+  run code when loaded, such as numba's pickles);
 * ``store``: ``DiskCache``, lookup, lock, write, heal;
 * ``maintenance``: list, prune, clear, debris;
 * ``null``: ``NullCache`` where caching is off;

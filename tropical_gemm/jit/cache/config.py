@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, NamedTuple
@@ -51,6 +52,24 @@ class DiskCacheWarning(RuntimeWarning):
         ...     warnings.simplefilter("ignore", DiskCacheWarning)
         ...     # products whose kernels cannot be cached stay quiet here
     """
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def user_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel`` for the caller's caller's first frame outside this package.
+
+    The frame just beyond the outermost ``tropical_gemm`` frame, so a warning
+    raised deep in the cache (through numba's compiler, say) shows the
+    user's own call, not a library line.
+    """
+    frame, level, beyond_package = sys._getframe(1), 1, 1
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_PACKAGE_DIR + os.sep):
+            beyond_package = level + 1
+        frame, level = frame.f_back, level + 1
+    return beyond_package
 
 
 def comma_list(values: str | Iterable[str] | None) -> list[str] | None:

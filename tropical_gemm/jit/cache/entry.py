@@ -67,6 +67,8 @@ class EntryMetadata(NamedTuple):
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"metadata is not JSON: {exc}") from None
+        except RecursionError:  # ours is two levels deep; a deeper one is planted or garbage
+            raise ValueError("metadata is nested too deeply to be ours") from None
         if not isinstance(data, dict):
             raise ValueError("metadata is not a JSON object")
         for name, kind in _FIELD_TYPES.items():

@@ -39,6 +39,9 @@ class UntrustedFile(Exception):
         self.path = path
         self.problem = problem
 
+    def __reduce__(self) -> tuple:
+        return type(self), (self.path, self.problem)
+
 
 class LockTimeout(Exception):
     """Another process held an entry's lock for the whole timeout."""
@@ -208,6 +211,42 @@ def ensure_dir(path: Path, trust: Trust) -> str | None:
         remove_aside(path)
         return problem
     return None
+
+
+def untrusted_dir(root: Path, directory: Path, trust: Trust) -> tuple[Path, str] | None:
+    """The first directory from ``root`` down to ``directory`` that must not be read from, and why.
+
+    ``root`` may be a symlink the user chose, so what it names is checked;
+    every directory below it must itself be a directory of ours.  A missing
+    one ends the walk (there is nothing below it to read).  Checked on every
+    read, not only when creating: a directory swapped since is caught.
+    """
+    path = root
+    for depth, part in enumerate(("", *directory.relative_to(root).parts)):
+        path = path / part if part else path
+        try:
+            st = os.stat(path) if depth == 0 else os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            return path, f"cannot be examined ({exc.strerror})"
+        problem = trust.problem(st, directory=True)
+        if problem is not None:
+            return path, problem
+    return None
+
+
+def ensure_dir_chain(root: Path, directory: Path, trust: Trust) -> list[tuple[Path, str]]:
+    """:func:`ensure_dir` for every directory below ``root`` down to ``directory``: what was moved aside, and why."""
+    healed = []
+    path = root
+    for part in directory.relative_to(root).parts:
+        path = path / part
+        problem = ensure_dir(path, trust)
+        if problem is not None:
+            healed.append((path, problem))
+            ensure_dir(path, trust)  # moved aside: made anew, so the levels below it can be
+    return healed
 
 
 def remove_aside(path: Path) -> None:

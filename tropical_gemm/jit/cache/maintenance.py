@@ -25,15 +25,18 @@ from .. import log
 _ENTRY_SUFFIXES = (".json", ".cubin", ".ptx")
 
 
-def _target_dirs(format_dir: Path) -> Iterator[Path]:
+def _target_dirs(format_dir: Path, trust: Trust) -> Iterator[Path]:
+    """The target directories under ``format_dir`` that are ours (lookups warn about the others)."""
     try:
+        if trust.problem(os.lstat(format_dir), directory=True) is not None:
+            return
         names = sorted(os.listdir(format_dir))
     except OSError:
         return
     for name in names:
         path = format_dir / name
         try:
-            if stat.S_ISDIR(os.lstat(path).st_mode) and not name.startswith("."):
+            if not name.startswith(".") and trust.problem(os.lstat(path), directory=True) is None:
                 yield path
         except OSError:
             continue
@@ -46,10 +49,10 @@ def _names(directory: Path) -> list[str]:
         return []
 
 
-def sweep_dead_scratch(format_dir: Path) -> int:
+def sweep_dead_scratch(format_dir: Path, trust: Trust) -> int:
     """Remove temp files and moved-aside paths whose writing process on this host has exited."""
     removed = 0
-    for directory in (format_dir.parent, format_dir, *_target_dirs(format_dir)):
+    for directory in (format_dir.parent, format_dir, *_target_dirs(format_dir, trust)):
         for name in _names(directory):
             if is_scratch(name) and owner_is_gone(name):
                 remove_tree_or_file(directory / name)
@@ -64,7 +67,7 @@ def _read_metadata(path: Path, trust: Trust) -> EntryMetadata:
 def list_entries(format_dir: Path, trust: Trust) -> list[EntryInfo]:
     """Every readable, trusted entry of the current format, in no particular order."""
     found: list[EntryInfo] = []
-    for directory in _target_dirs(format_dir):
+    for directory in _target_dirs(format_dir, trust):
         for name in _names(directory):
             if not name.endswith(".json") or name.startswith("."):
                 continue
@@ -109,7 +112,7 @@ def remove_debris(format_dir: Path, trust: Trust) -> tuple[int, int]:
     """Scratch files of dead or long-gone writers, unparseable metadata, and old binaries without metadata."""
     now = time.time()
     removed = freed = 0
-    for directory in _target_dirs(format_dir):
+    for directory in _target_dirs(format_dir, trust):
         names = _names(directory)
         described: set[str] = set()
         for name in names:

@@ -14,7 +14,9 @@ metadata is an unfinished write (not corruption) that the next writer
 replaces.  The lock only saves duplicate compiles: correctness rests on the
 atomic replace, so a lock that cannot be had in time degrades to compiling
 without it.  A root that is not ours (owner, mode) is not used at all; a
-bad path below it is moved aside and rebuilt once.
+directory below it that is not ours is read from by no one (checked on
+every read, named in one warning) and moved aside by the next write; a bad
+file is moved aside and rebuilt once.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ from typing import Callable
 from .. import compiler, log
 from ..compiler import CompiledKernel
 from .config import (
-    DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem,
+    DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem, user_stacklevel,
 )
 from .entry import BuildOutcome, CachedBinary, EntryInfo, EntryMetadata, PruneResult, metadata_for, outcome_from
-from .files import EntryLock, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir, make_dir, \
-    read_capped, remove_aside, touch, unlink_quietly
+from .files import EntryLock, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir_chain, make_dir, \
+    read_capped, remove_aside, touch, unlink_quietly, untrusted_dir
 from .keys import FORMAT_VERSION, BuildRequest, entry_stem, version_text
 
 STAMP_NAME = "nvrtc-running"
@@ -111,7 +113,7 @@ class DiskCache:
         self._open(create=True)
         if self._problem is None and not self._swept:
             self._swept = True
-            _maintenance().sweep_dead_scratch(self.format_dir)
+            _maintenance().sweep_dead_scratch(self.format_dir, self.trust)
         return self._problem is None
 
     def _check_root(self) -> None:
@@ -146,14 +148,18 @@ class DiskCache:
 
     def lookup(self, request: BuildRequest) -> CachedBinary | None:
         """A verified entry for ``request``, or ``None``.  Never raises on a bad entry; heals bad paths."""
-        if not self._open():
-            return None
+        return self._lookup(request, corrupt=None)
+
+    def _lookup(self, request: BuildRequest, *, corrupt: list[str] | None) -> CachedBinary | None:
+        """As ``lookup``; with a ``corrupt`` list, what is corrupt is added to it instead of logged."""
         directory = self.target_dir(request.target.tag)
+        if not self.readable_dir(directory):
+            return None
         running = self._running(request)
         for version in self._versions_for(request):
             stem = entry_stem(request.name, request.portable_key, version)
             exact = request.nvrtc_version is not None and version == running
-            found = self._read_verified(directory / f"{stem}.json", request, expect_exact=exact)
+            found = self._read_verified(directory / f"{stem}.json", request, expect_exact=exact, corrupt=corrupt)
             if found is not None:
                 return found
         return None
@@ -194,33 +200,35 @@ class DiskCache:
             versions += [v for v in self.compatible_nvrtc if v not in versions]
         return versions
 
-    def _read_verified(self, meta_path: Path, request: BuildRequest, *, expect_exact: bool) -> CachedBinary | None:
+    def _read_verified(self, meta_path: Path, request: BuildRequest, *, expect_exact: bool,
+                       corrupt: list[str] | None) -> CachedBinary | None:
         raw = self._read(meta_path, MAX_METADATA_BYTES)
         if raw is None:
             return None
+        path = meta_path  # the file a problem is named by: the metadata, or the binary it describes
         try:
             metadata = EntryMetadata.from_json(raw)
         except ValueError as exc:
-            self._report_corrupt(meta_path, str(exc))
-            return None
-        problem = metadata.mismatch(request, meta_path.name, expect_exact=expect_exact)
+            problem = str(exc)
+        else:
+            problem = metadata.mismatch(request, meta_path.name, expect_exact=expect_exact)
+            if problem is None and not os.path.lexists(meta_path.with_name(metadata.payload_name)):
+                problem = "its binary is missing"
+        if problem is None:
+            path = meta_path.with_name(metadata.payload_name)
+            payload = self._read(path, metadata.size)
+            if payload is None:
+                return None
+            problem = metadata.verify(payload)
         if problem is not None:
-            self._report_corrupt(meta_path, problem)
+            if corrupt is None:
+                log.warning("corrupt cache entry %s: %s; not loading it", path, problem)
+            else:
+                corrupt.append(f"{path}: {problem}")
             return None
-        payload_path = meta_path.with_name(metadata.payload_name)
-        if not os.path.lexists(payload_path):
-            self._report_corrupt(meta_path, "its binary is missing")
-            return None
-        payload = self._read(payload_path, metadata.size)
-        if payload is None:
-            return None
-        problem = metadata.verify(payload)
-        if problem is not None:
-            self._report_corrupt(payload_path, problem)
-            return None
-        touch(payload_path)
+        touch(path)
         exact = request.nvrtc_version is not None and metadata.key == request.key
-        return CachedBinary(payload, metadata, payload_path, exact=exact)
+        return CachedBinary(payload, metadata, path, exact=exact)
 
     def _read(self, path: Path, cap: int) -> bytes | None:
         """A trusted file's bytes, or ``None`` (absent, unreadable, or untrusted and so moved aside)."""
@@ -237,9 +245,6 @@ class DiskCache:
     def _heal(self, path: Path, problem: str) -> None:
         log.warning("cache path %s %s; moved it aside, the next build rewrites it", path, problem)
         remove_aside(path)
-
-    def _report_corrupt(self, path: Path, problem: str) -> None:
-        log.warning("corrupt cache entry %s: %s; not loading it", path, problem)
 
     def _read_stamp(self) -> tuple[str | None, str | None]:
         """The recorded NVRTC version and the identity of the library that reported it (either may be None)."""
@@ -270,8 +275,11 @@ class DiskCache:
         then find the entry the first one wrote, so a kernel is compiled once
         per machine.  Errors from ``compile_fn`` propagate unchanged.
         """
-        found = self._lookup_for_build(request, accept_other_nvrtc)
+        corrupt: list[str] = []  # looked up twice (before and under the lock), said once
+        found = self._lookup_for_build(request, accept_other_nvrtc, corrupt)
         if found is not None:
+            for problem in corrupt:
+                log.warning("not loading corrupt cache entry %s", problem)
             if found.exact:  # the running NVRTC is known here: keep the warm-start record current
                 self._remember_running(request.nvrtc_version)  # type: ignore[arg-type]
             return outcome_from(found)
@@ -282,7 +290,7 @@ class DiskCache:
         lock = self._acquire_lock(request)
         try:
             if lock is not None:
-                found = self._lookup_for_build(request, accept_other_nvrtc)
+                found = self._lookup_for_build(request, accept_other_nvrtc, [])
                 if found is not None:
                     return outcome_from(found)
             compiled = compile_fn()
@@ -293,13 +301,16 @@ class DiskCache:
         if path is not None:
             self._remember_running(compiled.nvrtc_version)
         replaced = corrupt_before and path is not None
-        if replaced:
+        if corrupt:
+            log.warning("%s corrupt cache entry %s", "replaced" if replaced else "not loading", corrupt[0])
+        elif replaced:
             log.warning("replaced corrupt cache entry %s", path)
         return BuildOutcome(compiled.binary, True, compiled.compile_seconds, path is not None, True, path,
                             replaced_corrupt=replaced, store_problem=problem)
 
-    def _lookup_for_build(self, request: BuildRequest, accept_other_nvrtc: bool) -> CachedBinary | None:
-        found = self.lookup(request)
+    def _lookup_for_build(self, request: BuildRequest, accept_other_nvrtc: bool,
+                          corrupt: list[str]) -> CachedBinary | None:
+        found = self._lookup(request, corrupt=corrupt)
         if found is not None and not found.exact and not accept_other_nvrtc:
             return None
         return found
@@ -368,10 +379,37 @@ class DiskCache:
         atomic_write(path, data, self.trust)
 
     def _ensure_dirs(self, directory: Path) -> None:
-        for path in (self.format_dir, directory):
-            problem = ensure_dir(path, self.trust)
-            if problem is not None:
-                log.warning("cache directory %s %s; moved it aside and made a new one", path, problem)
+        for path, problem in ensure_dir_chain(self.root, directory, self.trust):
+            log.warning("cache directory %s %s; moved it aside and made a new one", path, problem)
+
+    # ---- directories any cache layer under the root may use --------------------------------------
+
+    def readable_dir(self, directory: Path) -> bool:
+        """Whether every directory from the root down to ``directory`` is ours, asked before every read.
+
+        By this cache and any other layer under the root (the CPU kernels): a directory that is not ours
+        is named in one warning, nothing under it is read, and the next write moves it aside.
+        """
+        if not self._open():
+            return False
+        found = untrusted_dir(self.root, directory, self.trust)
+        if found is None:
+            return True
+        path, problem = found
+        self.warn_once(f"directory {path}", f"not reading the kernel cache directory {path}: it {problem}. "
+                                            f"The next kernel stored there moves it aside; or remove it yourself")
+        return False
+
+    def writable_dir(self, directory: Path) -> bool:
+        """Whether files may be written under ``directory``, its chain made with exact modes (bad ones moved aside)."""
+        if not self._may_write():
+            return False
+        try:
+            self._ensure_dirs(directory)
+        except OSError as exc:
+            self._disable_writes(f"cannot create directories in the kernel cache {self.root} ({exc})")
+            return False
+        return True
 
     def evict(self, path: Path) -> None:
         """Remove the entry whose binary is ``path`` (metadata first, so no reader sees half of it)."""
@@ -395,7 +433,7 @@ class DiskCache:
                 return
             self._warned.add(topic)
         log.warning(message)
-        warnings.warn(message, DiskCacheWarning, stacklevel=4)
+        warnings.warn(message, DiskCacheWarning, stacklevel=user_stacklevel())
 
     # ---- maintenance -----------------------------------------------------------------------------
 
