@@ -38,22 +38,60 @@ SERIAL_WORDS = 2**18
 def pack(x: np.ndarray, k_axis: int) -> np.ndarray:
     """``x``'s truth values packed along ``k_axis`` (-1 for A, -2 for B): C-contiguous uint64, shape (..., other, W).
 
-    ``W = ceil(K / 64)``; the bits beyond K in the last word are 0, so they never make an entry true.
+    ``W = ceil(K / 64)``; the bits beyond K in the last word are 0, so they
+    never make an entry true.  Where k is the operand's closer axis in memory,
+    numpy's ``packbits`` runs along it; elsewhere (B in row layout, A in
+    column layout) ``_pack_lines`` reads whole rows of k at a time, where
+    ``packbits`` would gather one byte per line.
 
     Examples:
         >>> import numpy as np
         >>> pack(np.array([[True, False, True]]), -1)     # k = 0 and 2 set
         array([[5]], dtype=uint64)
-        >>> pack(np.array([[1], [0], [2]], dtype=np.uint8), -2).shape   # B: one column, nonzero is true
-        (1, 1)
+        >>> pack(np.array([[1], [0], [2]], dtype=np.uint8), -2)   # B: one column, nonzero is true
+        array([[5]], dtype=uint64)
     """
+    lines_axis = -2 if k_axis == -1 else -1
     k = x.shape[k_axis]
     words = -(-k // WORD_BITS)
-    other = np.moveaxis(x, k_axis, -1).shape[:-1]
-    out = np.zeros((*other, words * 8), dtype=np.uint8)
-    if k:  # packed along k where x lies (B's rows stay rows), then the 8-times-smaller bytes moved into place
-        out[..., : -(-k // 8)] = np.moveaxis(np.packbits(x, axis=k_axis, bitorder="little"), k_axis, -1)
-    return out.view(np.uint64)
+    out = np.zeros((*x.shape[:-2], x.shape[lines_axis], words), dtype=np.uint64)
+    if out.size == 0:
+        return out
+    if abs(x.strides[k_axis]) <= abs(x.strides[lines_axis]):
+        packed = np.moveaxis(np.packbits(x, axis=k_axis, bitorder="little"), k_axis, -1)
+        out.view(np.uint8)[..., : packed.shape[-1]] = packed
+        return out
+    by_k = np.moveaxis(x, k_axis, -2)  # (..., K, lines), lines the closer axis
+    pack_lines = _pack_function(x.dtype)
+    for index in np.ndindex(*x.shape[:-2]):
+        pack_lines(by_k[index], out[index])
+    return out
+
+
+def _make_pack(signature: object) -> Callable:
+    @njit(signature, nogil=True, cache=True)
+    def pack_lines(x, out):  # noqa: ANN001, ANN202
+        """``out[line, w]`` = bits ``x[64 w + j, line] != 0``: a row of ``x`` at a time, ORed into one word per line."""
+        k, lines = x.shape
+        word = np.zeros(lines, np.uint64)
+        for w in range(out.shape[1]):
+            word[:] = 0
+            for j in range(min(WORD_BITS, k - WORD_BITS * w)):
+                row = x[WORD_BITS * w + j]
+                for line in range(lines):
+                    word[line] |= np.uint64(row[line] != 0) << np.uint64(j)
+            out[:, w] = word
+
+    return pack_lines
+
+
+@lru_cache(maxsize=None)
+def _pack_function(dtype: np.dtype) -> Callable:
+    """The line packer for bool or uint8 operands, compiled or loaded from the disk cache on first use."""
+    signature = types.void(types.Array(numba.from_dtype(np.dtype(dtype)), 2, "A", readonly=True),
+                           types.Array(types.uint64, 2, "C"))
+    with our_cache_dir():
+        return _make_pack(signature)
 
 
 @njit(inline="always")
