@@ -3,11 +3,35 @@
 // k = 32 w + j; bits past K are 0), C-contiguous: AP[batch][M][W], BP[batch][N][W], batch strides in words
 // (0 where an operand broadcasts).  C[m, n] = OR over w of (AP[m][w] AND BP[n][w]) != 0: the functor's mac
 // on words, one instruction for 32 multiply-adds.  A block computes BM x BN outputs, each thread TM x TN
-// of them, from BK words of its rows and columns staged in shared memory as [word][line].  A thread's
+// of them, from BK words of its rows and columns staged in shared memory as [word][line] (the next
+// slice's words already on their way into registers while this one is computed).  A thread's
 // lines are TM / 4 (TN / 4) runs of 4, spread BM / (TM / 4) apart, so each run loads as one uint4 and
 // the 8 threads of a 128-bit load phase read 128 consecutive bytes.  With the argmax, each entry keeps
 // the first k that makes it true: the lowest set bit of the first nonzero AND (words are visited in
 // ascending order), -1 while it is false; C and IDX are C-contiguous [batch][M][N].
+// Word e of a slice, for the thread that holds it: line e / BK of the tile, word w0 + e % BK; 0 off the edges.
+template <int LINES, int BK, int THREADS, int PER>
+__device__ __forceinline__ void fetch_words(const unsigned* __restrict__ p, i64 line0, i64 lines, i64 w0, i64 W,
+                                            unsigned (&out)[PER]) {
+  static_assert(LINES * BK == PER * THREADS, "every thread fetches the same number of words");
+#pragma unroll
+  for (int r = 0; r < PER; ++r) {
+    const int e = threadIdx.x + r * THREADS;
+    const i64 line = line0 + e / BK, word = w0 + e % BK;
+    out[r] = (line < lines && word < W) ? p[line * W + word] : 0u;
+  }
+}
+
+// The fetched words into shared memory as [word][line].
+template <int LINES, int BK, int THREADS, int PER, int STRIDE>
+__device__ __forceinline__ void stage_words(const unsigned (&words)[PER], unsigned (&s)[BK][STRIDE]) {
+#pragma unroll
+  for (int r = 0; r < PER; ++r) {
+    const int e = threadIdx.x + r * THREADS;
+    s[e % BK][e / BK] = words[r];
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(
     const unsigned* __restrict__ AP, const unsigned* __restrict__ BP, bool* __restrict__ C, int* __restrict__ IDX,
     i64 M, i64 N, i64 W, i64 batches, i64 d1, i64 d2, i64 a0, i64 a1, i64 a2, i64 b0, i64 b1, i64 b2) {
@@ -16,6 +40,7 @@ extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(
   constexpr int BM = ${bm}, BN = ${bn}, BK = ${bk}, TM = ${tm}, TN = ${tn}, THREADS = ${threads};
   constexpr int PAD = 4;  // keeps the [word][line] stores free of bank conflicts, and rows 16-byte aligned
   constexpr int A_SPREAD = BM / (TM / 4), B_SPREAD = BN / (TN / 4);
+  constexpr int A_PER = BM * BK / THREADS, B_PER = BN * BK / THREADS;
   static_assert(TM % 4 == 0 && TN % 4 == 0 && (BM + PAD) % 4 == 0 && (BN + PAD) % 4 == 0, "uint4 loads");
   static_assert((BM / TM) * (BN / TN) == THREADS, "one thread per TM x TN outputs");
   __shared__ __align__(16) unsigned As[BK][BM + PAD];
@@ -45,19 +70,19 @@ extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(
       }
     }
 
+    // Each slice's words are fetched into registers while the previous slice is computed.
+    unsigned a_next[A_PER], b_next[B_PER];
+    fetch_words<BM, BK, THREADS>(ap, m0, M, 0, W, a_next);
+    fetch_words<BN, BK, THREADS>(bp, n0, N, 0, W, b_next);
     for (i64 w0 = 0; w0 < W; w0 += BK) {
       __syncthreads();  // every thread is done reading the previous slice
-      for (int e = threadIdx.x; e < BM * BK; e += THREADS) {
-        const int line = e / BK, w = e % BK;
-        const i64 row = m0 + line, word = w0 + w;
-        As[w][line] = (row < M && word < W) ? ap[row * W + word] : 0u;
-      }
-      for (int e = threadIdx.x; e < BN * BK; e += THREADS) {
-        const int line = e / BK, w = e % BK;
-        const i64 col = n0 + line, word = w0 + w;
-        Bs[w][line] = (col < N && word < W) ? bp[col * W + word] : 0u;
-      }
+      stage_words<BM, BK, THREADS>(a_next, As);
+      stage_words<BN, BK, THREADS>(b_next, Bs);
       __syncthreads();
+      if (w0 + BK < W) {
+        fetch_words<BM, BK, THREADS>(ap, m0, M, w0 + BK, W, a_next);
+        fetch_words<BN, BK, THREADS>(bp, n0, N, w0 + BK, W, b_next);
+      }
 #pragma unroll
       for (int w = 0; w < BK; ++w) {
         unsigned a[TM], b[TN];
