@@ -171,6 +171,14 @@ def engine_report(cuda: dict[str, Any], nvrtc: dict[str, Any]) -> dict[str, dict
     return engines
 
 
+def semiring_report() -> list[dict[str, Any]]:
+    """The catalogue (with any registered semirings): names, aliases, (⊕, ⊗) and operand dtypes."""
+    from .semirings import get_semiring, semirings
+
+    return [{"name": sr.name, "aliases": list(sr.aliases), "add": sr.add, "mul": sr.mul,
+             "dtypes": list(sr.operand_dtypes)} for sr in map(get_semiring, semirings())]
+
+
 def collect() -> dict[str, Any]:
     """The whole report, as ``tropical-gemm info --json`` prints it."""
     nvrtc = nvrtc_report()
@@ -188,6 +196,7 @@ def collect() -> dict[str, Any]:
         "cuda": cuda,
         "cache": cache,
         "engines": engine_report(cuda, nvrtc),
+        "semirings": semiring_report(),
     }
 
 
@@ -217,6 +226,9 @@ def format_report(report: dict[str, Any]) -> str:
     lines += _cuda_lines(report["cuda"]) + _cache_lines(report["cache"]) + ["engines"]
     for name, engine in report["engines"].items():
         lines.append(f"  {name:<5} {'usable' if engine['usable'] else 'not usable':<11} {engine['detail']}")
+    lines.append("semirings")
+    for sr in report["semirings"]:
+        lines.append(f"  {sr['name']:<9} ({sr['add']}, {sr['mul']})".ljust(26) + ", ".join(sr["dtypes"]))
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .dtypes import canonical_dtype, truth_dtype
+from .dtypes import BOOLEAN_DTYPES, SUPPORTED_DTYPES, canonical_dtype, truth_dtype
 
 
 #: The ⊕ operations, the ⊗ operations, and the (⊕, ⊗) pairs the engines implement.
@@ -103,6 +103,11 @@ class Semiring:
             return dt.type(1)
         # ⊗ = min has identity +top; ⊗ = max has identity bottom.
         return _top(dt) if self.mul == "min" else _bottom(dt)
+
+    @property
+    def operand_dtypes(self) -> tuple[str, ...]:
+        """The dtypes its operands may have: ``SUPPORTED_DTYPES``, or for ``and_or`` ``BOOLEAN_DTYPES``."""
+        return BOOLEAN_DTYPES if self.boolean else SUPPORTED_DTYPES
 
     @property
     def boolean(self) -> bool:
