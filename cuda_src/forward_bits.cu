@@ -83,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(
         fetch_words<BM, BK, THREADS>(ap, m0, M, w0 + BK, W, a_next);
         fetch_words<BN, BK, THREADS>(bp, n0, N, w0 + BK, W, b_next);
       }
-#pragma unroll
+#pragma unroll ${unroll}
       for (int w = 0; w < BK; ++w) {
         unsigned a[TM], b[TN];
 #pragma unroll

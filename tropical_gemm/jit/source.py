@@ -90,8 +90,10 @@ _THIN = TileShape(256, 8, 8, 1, 8)
 # One thread per output (bm: outputs per block); only the block size is used.
 _BASELINE = TileShape(256, 1, 1, 1, 1)
 # The boolean semiring's product on packed words (BK: words, 32 ks each, per staged slice); forward_bits.cu
-# loads each thread's TM (TN) words as uint4s, so both are multiples of 4.
-_BITS = TileShape(128, 128, 8, 8, 8, min_blocks=2)
+# loads each thread's TM (TN) words as uint4s, so both are multiples of 4.  The plain product unrolls the
+# whole slice; the argmax, a select per output and word, unrolls none of it, for a shorter compile.
+_BITS = TileShape(128, 128, 8, 8, 8, min_blocks=2, unroll=8)
+_BITS_ARGMAX = TileShape(128, 128, 8, 8, 8, min_blocks=2, unroll=1)
 
 #: Tile shapes per (family, dtype, op), measured on an H100 by benchmarks/tune_tiles.py.
 TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
@@ -108,7 +110,8 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("vector", d, op): _VECTOR_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
     **{("thin", d, op): _THIN for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
     **{("baseline", d, op): _BASELINE for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
-    **{("square", BOOLEAN_DTYPE, op): _BITS for op in FORWARD_OPS},
+    ("square", BOOLEAN_DTYPE, "forward"): _BITS,
+    ("square", BOOLEAN_DTYPE, "forward_argmax"): _BITS_ARGMAX,
 }
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.

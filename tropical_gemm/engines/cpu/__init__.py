@@ -12,6 +12,9 @@ Each call splits C into tiles, one per worker thread, as square as C allows
 (see ``_grid``); the kernels release the GIL.  Memory is the output plus one
 packed panel per worker; strided operands are read in place.
 
+The boolean semiring (``and_or``) has kernels of its own (``boolean``), on
+operands packed 64 ks to a word, run on the same tiles and threads.
+
 numba is imported, and each kernel variant compiled or loaded from the disk
 cache, on the first product that needs it, so ``import tropical_gemm`` and
 products of other variants pay nothing for it.

@@ -99,7 +99,7 @@ def _block(a0, a1, a2, a3, b0, b1, b2, b3, words):  # noqa: ANN001, ANN202, PLR0
     """Four packed rows against four packed columns: the 16 ORs of their ANDs, each nonzero where true.
 
     Each word loaded feeds four ANDs, and the loop over words has no branch,
-    so LLVM keeps the 16 accumulators in SIMD registers.
+    so LLVM vectorises it.
     """
     c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = np.uint64(0)
     c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = np.uint64(0)
@@ -128,7 +128,7 @@ def _first_true(arow, bcol, words):  # noqa: ANN001, ANN202
     for w in range(words):
         both = arow[w] & bcol[w]
         if both != 0:
-            return w * WORD_BITS + trailing_zeros(both)
+            return w * WORD_BITS + np.int64(trailing_zeros(both))  # int64 throughout: uint64 would make it float
     return -1
 
 
