@@ -40,6 +40,7 @@ import numpy as np
 from results_file import RESULTS, save_report
 
 import tropical_gemm as tg
+from tropical_gemm import jit
 from tropical_gemm.engines.cpu import num_threads
 
 
@@ -84,15 +85,16 @@ def gpu_rows(size: int) -> dict:
 
     from ceilings import time_gpu
 
-    tg.jit.set_tiered(False)
+    jit.set_tiered(False)
     rng = cp.random.default_rng(0)
     p = density(size)
     a, b = rng.random((size, size), dtype=cp.float32) < p, rng.random((size, size), dtype=cp.float32) < p
-    ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+    # the same memory in torch, through DLPack as bytes (every DLPack version carries uint8)
+    ta, tb = (torch.from_dlpack(x.view(cp.uint8)).view(torch.bool) for x in (a, b))
     c, c_arg = cp.empty((size, size), bool), (cp.empty((size, size), bool), cp.empty((size, size), cp.int32))
     tg.matmul(a, b, "and_or", out=c)
     idiom = (ta.to(torch.bfloat16) @ tb.to(torch.bfloat16)) > 0
-    agree = bool(cp.array_equal(c, cp.from_dlpack(idiom)))
+    agree = bool(cp.array_equal(c.view(cp.uint8), cp.from_dlpack(idiom.view(torch.uint8))))
     del idiom
     seconds = {
         "and_or": time_gpu(lambda: tg.matmul(a, b, "and_or", out=c), reps=5, trials=5),
@@ -102,8 +104,7 @@ def gpu_rows(size: int) -> dict:
     true_fraction = float(c.mean())
     agree_argmax = bool(cp.array_equal(c_arg[0], c))
     del c, c_arg, ta, tb, a, b
-    af = cp.asarray(np.random.default_rng(1).standard_normal((size, size), dtype=np.float32))
-    bf = cp.asarray(np.random.default_rng(2).standard_normal((size, size), dtype=np.float32))
+    af, bf = rng.standard_normal((size, size), dtype=cp.float32), rng.standard_normal((size, size), dtype=cp.float32)
     cf = cp.empty((size, size), cp.float32)
     seconds["max_plus_float32"] = time_gpu(lambda: tg.matmul(af, bf, "max_plus", out=cf), reps=2, trials=3)
     work = float(size) ** 3

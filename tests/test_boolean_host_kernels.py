@@ -68,7 +68,8 @@ template <class F> static void launch(i64 grid, i64 block, F kernel) {
   }
 }
 extern "C" void launch_pack(i64 grid, i64 block, const unsigned char* X, unsigned* P, const i64* s) {
-  launch(grid, block, [=] { pack(X, P, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11]); });
+  launch(grid, block, [=] { pack(X, P, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+                                 s[12]); });
 }
 extern "C" void launch_forward(i64 grid, i64 block, const unsigned* A, const unsigned* B, bool* C, int* IDX,
                                const i64* s) {
@@ -107,9 +108,13 @@ def host_launchers(tmp_path_factory) -> dict:
 
 
 class _DeviceArray(np.ndarray):
-    """A numpy array that answers ``.device.id`` as a cupy array does."""
+    """A numpy array that answers ``.device.id`` and ``.data.ptr`` as a cupy array does."""
 
     device = SimpleNamespace(id=0)
+
+    @property
+    def data(self) -> SimpleNamespace:  # type: ignore[override]
+        return SimpleNamespace(ptr=self.ctypes.data)
 
 
 def _on_device(x: np.ndarray) -> _DeviceArray:
@@ -124,13 +129,15 @@ class _HostTiers:
     """Stands for ``jit.tiers()``: each kernel the engine asks for runs its host build."""
 
     def __init__(self, launchers: dict) -> None:
-        self.launchers, self.launches = launchers, []
+        self.launchers, self.launches, self.vector_packs = launchers, [], 0
 
     def get_function(self, spec, device):
         def run(grid, block, args):
             self.launches.append(spec.op)
-            arrays, scalars = args[:-12], np.array([int(v) for v in args[-12:]], dtype=np.int64)
+            count = 13 if spec.op == "pack_bits" else 12
+            arrays, scalars = args[:-count], np.array([int(v) for v in args[-count:]], dtype=np.int64)
             if spec.op == "pack_bits":
+                self.vector_packs += int(scalars[-1])
                 self.launchers[False].launch_pack(ctypes.c_int64(grid[0]), ctypes.c_int64(block[0]),
                                                   *(ctypes.c_void_p(_pointer(x)) for x in arrays[:2]),
                                                   ctypes.c_void_p(scalars.ctypes.data))
@@ -160,10 +167,11 @@ def run(a: np.ndarray, b: np.ndarray, argmax: bool, view=lambda x: x):
     return np.asarray(c), None if idx is None else np.asarray(idx)
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 33, 5), (130, 70, 129), (129, 300, 2), (5, 0, 4), (2, 64, 257)])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 33, 5), (130, 70, 129), (129, 300, 2), (5, 0, 4), (2, 64, 257),
+                                   (3, 160, 2), (17, 176, 3)])
 def test_the_kernels_compute_the_definition(host_engine, m, k, n):
     rng = np.random.default_rng(m * 1000 + k * 10 + n)
-    a, b = truth(rng, (m, k), k), truth(rng, (k, n), k, "uint8")
+    a, b = truth(rng, (m, k), k, "uint8"), truth(rng, (k, n), k)
     want_c, want_k = reference(a, b)
     for argmax in (False, True):
         c, idx = run(a, b, argmax)
@@ -171,6 +179,8 @@ def test_the_kernels_compute_the_definition(host_engine, m, k, n):
         if argmax:
             np.testing.assert_array_equal(idx, want_k)
     assert host_engine.launches.count("pack_bits") == (4 if k else 0)
+    if k % 16 == 0 and k:  # A's rows start 16-byte aligned: its words load 16 bytes at a time
+        assert host_engine.vector_packs == 2
 
 
 def test_strided_operands_and_broadcast_batches(host_engine):

@@ -64,8 +64,9 @@ def _pack(x: Any, words: Any, k_axis: int, spec: KernelSpec, device: int) -> Non
     pad = KERNEL_BATCH_DIMS - len(sizes)
     dims, batch_steps = (1,) * pad + sizes, (0,) * pad + steps
     batches = math.prod(sizes)
+    aligned = s_k == 1 and all(step % 16 == 0 for step in (x.data.ptr, s_line, *batch_steps))
     args = (x, words, *_i64(lines, k, w, s_line, s_k, batches, dims[1], dims[2], *batch_steps,
-                            int(abs(s_line) < abs(s_k))))
+                            int(abs(s_line) < abs(s_k)), int(aligned)))
     tiers().get_function(spec, device)((elementwise_grid(batches * lines * w),), (ELEMENTWISE_THREADS,), args)
 
 
