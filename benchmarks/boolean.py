@@ -159,7 +159,8 @@ def table(report: dict) -> list[str]:
         lines.append(f"GPU and_or: {gpu['of_idiom']:.2f}x the cuBLAS bf16 idiom, {gpu['of_max_plus']:.1f}x f32 "
                      f"max_plus; targets met: {gpu['targets_met']}")
     cpu = report["cpu"]
-    lines.append(f"CPU and_or: {cpu['speedup_over_idiom']:.1f}x the BLAS float32 idiom; target met: {cpu['target_met']}")
+    lines.append(f"CPU and_or: {cpu['speedup_over_idiom']:.1f}x the BLAS float32 idiom; "
+                 f"target met: {cpu['target_met']}")
     return lines
 
 

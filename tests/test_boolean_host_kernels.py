@@ -144,7 +144,8 @@ class _HostTiers:
                 return
             library = self.launchers[spec.op == "forward_argmax"]
             library.launch_forward(ctypes.c_int64(grid[0]), ctypes.c_int64(block[0]),
-                                   *(ctypes.c_void_p(_pointer(x)) for x in arrays), ctypes.c_void_p(scalars.ctypes.data))
+                                   *(ctypes.c_void_p(_pointer(x)) for x in arrays),
+                                   ctypes.c_void_p(scalars.ctypes.data))
         return run
 
 

@@ -27,6 +27,11 @@ Examples:
 FLOAT_DTYPES: tuple[str, ...] = ("float32", "float64")
 """The float dtypes the engines compute in (gradients exist for these and the halves)."""
 
+BOOLEAN_DTYPES: tuple[str, ...] = ("bool", "uint8")
+"""The operand dtypes of the boolean semiring ``and_or``; uint8 reads nonzero as true, and the result is bool."""
+_TRUTH = frozenset(np.dtype(name) for name in BOOLEAN_DTYPES)
+_BOOL = np.dtype(np.bool_)
+
 
 #: The supported dtypes themselves, so that the check on every call is one
 #: dict lookup (``np.dtype.name`` formats a string each time it is read).
@@ -46,12 +51,6 @@ def canonical_dtype(dtype: object) -> np.dtype:
         hint = " (bool operands take the boolean semiring, semiring='and_or')" if dt.kind == "b" else ""
         raise TypeError(f"unsupported dtype {dt}; supported: {', '.join(SUPPORTED_DTYPES)}{hint}")
     return dt
-
-
-BOOLEAN_DTYPES: tuple[str, ...] = ("bool", "uint8")
-"""The operand dtypes of the boolean semiring ``and_or``; uint8 reads nonzero as true, and the result is bool."""
-_TRUTH = frozenset(np.dtype(name) for name in BOOLEAN_DTYPES)
-_BOOL = np.dtype(np.bool_)
 
 
 def truth_dtype(a: object, b: object) -> np.dtype:

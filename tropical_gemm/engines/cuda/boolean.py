@@ -28,7 +28,7 @@ WORD_BITS = 32
 
 
 def forward(a: Any, b: Any, out: Any, argmax_out: Any) -> None:
-    """Write ``a ⊗ b`` of ``and_or`` (batched, broadcast) into ``out`` (bool), and the first true k into ``argmax_out``.
+    """Write ``and_or``'s ``a ⊗ b`` (batched, broadcast) into ``out`` (bool), the first true k into ``argmax_out``.
 
     ``out`` and ``argmax_out`` are C-contiguous with the broadcast shape; K = 0 gives false and -1 everywhere.
     """
