@@ -204,7 +204,7 @@ def test_argmax_is_the_first_true_k_among_ties(engine):
     b = np.zeros((200, 4), bool)
     b[5:, :] = True
     b[:, 2] = False
-    b[150, 2] = True   # only k = 150 (the third GPU word, the third CPU word) for column 2
+    b[150, 2] = True   # only k = 150 (in GPU word 4, CPU word 2) for column 2
     c, k = engine.get(*tg.matmul(*engine.put(a, b), "and_or", argmax=True))
     np.testing.assert_array_equal(k, np.array([[5, 5, 150, 5]] * 3))
     assert c.all()
