@@ -281,9 +281,10 @@ def overhead(dev: Device, calls: int) -> dict:
 def array_path(dev: Device, put: list, path: list, ops=None):
     """One einsum call through the array path (``lower.execute``: views, then one engine call per step)."""
     parsed, operands = _parse(put[0], tuple(put[1:]))
-    _, operands = _check_operands(operands)
+    semiring = get_semiring("max_plus")
+    _, operands = _check_operands(operands, semiring)
     plan = make_plan(parsed, _optimize_key(path))
-    return execute(plan, parsed, operands, ops or array_ops(dev.name), get_semiring("max_plus"), False)
+    return execute(plan, parsed, operands, ops or array_ops(dev.name), semiring, False)
 
 
 def prepared_launch(a, b) -> float:
