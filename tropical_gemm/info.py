@@ -171,14 +171,6 @@ def engine_report(cuda: dict[str, Any], nvrtc: dict[str, Any]) -> dict[str, dict
     return engines
 
 
-def semiring_report() -> list[dict[str, Any]]:
-    """The catalogue (with any registered semirings): names, aliases, (⊕, ⊗) and operand dtypes."""
-    from .semirings import get_semiring, semirings
-
-    return [{"name": sr.name, "aliases": list(sr.aliases), "add": sr.add, "mul": sr.mul,
-             "dtypes": list(sr.operand_dtypes)} for sr in map(get_semiring, semirings())]
-
-
 def collect() -> dict[str, Any]:
     """The whole report, as ``tropical-gemm info --json`` prints it."""
     nvrtc = nvrtc_report()
@@ -198,6 +190,13 @@ def collect() -> dict[str, Any]:
         "engines": engine_report(cuda, nvrtc),
         "semirings": semiring_report(),
     }
+
+
+def semiring_report() -> dict[str, list[str]]:
+    """The semirings every engine serves by name: those on arrays, and the counting ones on (values, counts) pairs."""
+    from .semirings import counting_semirings, semirings
+
+    return {"arrays": list(semirings()), "counting": list(counting_semirings())}
 
 
 def human_size(size: int) -> str:
@@ -226,9 +225,8 @@ def format_report(report: dict[str, Any]) -> str:
     lines += _cuda_lines(report["cuda"]) + _cache_lines(report["cache"]) + ["engines"]
     for name, engine in report["engines"].items():
         lines.append(f"  {name:<5} {'usable' if engine['usable'] else 'not usable':<11} {engine['detail']}")
-    lines.append("semirings")
-    for sr in report["semirings"]:
-        lines.append(f"  {sr['name']:<9} ({sr['add']}, {sr['mul']})".ljust(26) + ", ".join(sr["dtypes"]))
+    lines += ["semirings  " + ", ".join(report["semirings"]["arrays"]),
+              "  counting (values, counts) pairs: " + ", ".join(report["semirings"]["counting"])]
     return "\n".join(lines)
 
 
