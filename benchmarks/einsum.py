@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 import tropical_gemm as tg  # noqa: E402
 from results_file import RESULTS, save_report  # noqa: E402
-from tropical_gemm.einsum import _check_operands, _optimize_key, _parse, einsum_plan  # noqa: E402
+from tropical_gemm.einsum import _check_operands, _optimize_key, einsum_plan, parse_call  # noqa: E402
 from tropical_gemm.einsum.lower import ArrayOps, array_ops, execute  # noqa: E402
 from tropical_gemm.einsum.plan import Pair, make_plan  # noqa: E402
 from tropical_gemm.semirings import get_semiring  # noqa: E402
@@ -280,10 +280,11 @@ def overhead(dev: Device, calls: int) -> dict:
 
 def array_path(dev: Device, put: list, path: list, ops=None):
     """One einsum call through the array path (``lower.execute``: views, then one engine call per step)."""
-    parsed, operands = _parse(put[0], tuple(put[1:]))
-    _, operands = _check_operands(operands)
+    parsed, operands = parse_call(put[0], tuple(put[1:]))
+    semiring = get_semiring("max_plus")
+    _, operands = _check_operands(operands, semiring)
     plan = make_plan(parsed, _optimize_key(path))
-    return execute(plan, parsed, operands, ops or array_ops(dev.name), get_semiring("max_plus"), False)
+    return execute(plan, parsed, operands, ops or array_ops(dev.name), semiring, False)
 
 
 def prepared_launch(a, b) -> float:

@@ -77,6 +77,8 @@ __device__ __forceinline__ float acc_min(float acc, float c) { return fminf(acc,
 __device__ __forceinline__ double acc_min(double acc, double c) { return c < acc ? c : acc; }
 __device__ __forceinline__ int acc_min(int acc, int c) { return min(acc, c); }
 __device__ __forceinline__ long long acc_min(long long acc, long long c) { return c < acc ? c : acc; }
+// ⊕ of the boolean semiring, on words of packed truth values.
+__device__ __forceinline__ unsigned acc_or(unsigned acc, unsigned c) { return acc | c; }
 __device__ __forceinline__ double op_min(double a, double b) { return fmin(a, b); }
 __device__ __forceinline__ int op_min(int a, int b) { return min(a, b); }
 __device__ __forceinline__ long long op_min(long long a, long long b) { return a < b ? a : b; }

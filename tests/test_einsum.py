@@ -281,11 +281,46 @@ def test_cotengra_is_used_when_installed_and_named_when_not():
                                       tg.einsum("ij,jk,kl->il", *ops))
 
 
+# ---------------------------------------------------------------------- subscripts as opt_einsum writes them
+
+
+def test_a_100_index_chain_written_with_opt_einsum_get_symbol():
+    # get_symbol gives a-z, A-Z, then other Unicode characters (from its 53rd index on): every one is an index
+    opt_einsum = pytest.importorskip("opt_einsum")
+    symbols = [opt_einsum.get_symbol(i) for i in range(100)]
+    assert len(set(symbols)) == 100 and not all(s.isascii() for s in symbols)
+    rng = np.random.default_rng(100)
+    ops = [rng.integers(-50, 50, size=(3, 3)) for _ in range(99)]
+    equation = ",".join(symbols[i] + symbols[i + 1] for i in range(99)) + "->" + symbols[0] + symbols[99]
+    value, config = tg.einsum(equation, *ops, return_configuration=True)
+    chain = ops[0]
+    for op in ops[1:]:
+        chain = tg.matmul(chain, op)                       # integers: every contraction order gives these bits
+    np.testing.assert_array_equal(value, chain)
+    interleaved = [x for i, op in enumerate(ops) for x in (op, [i, i + 1])] + [[0, 99]]
+    np.testing.assert_array_equal(tg.einsum(*interleaved), chain)
+    assert sorted(config) == sorted(symbols[1:99])         # the contracted indices, by the names written
+    # the configuration is a path through the chain whose terms add up to each entry
+    for i, j in np.ndindex(3, 3):
+        path = [i, *(int(config[s][i, j]) for s in symbols[1:99]), j]
+        assert sum(int(op[path[t], path[t + 1]]) for t, op in enumerate(ops)) == value[i, j]
+
+
+def test_digits_and_punctuation_are_indices_and_spaces_are_ignored():
+    rng = np.random.default_rng(101)
+    a, b = rng.normal(size=(2, 3)), rng.normal(size=(3, 4))
+    expected = tg.einsum("ij,jk->ik", a, b)
+    np.testing.assert_array_equal(tg.einsum("1+,+é->1é", a, b), expected)
+    np.testing.assert_array_equal(tg.einsum(" 1 + , + é -> 1 é ", a, b), expected)
+    np.testing.assert_array_equal(tg.einsum("一二,二三", a, b), expected)  # implicit output: sorted by code point
+
+
 # ---------------------------------------------------------------------- errors
 
 
 @pytest.mark.parametrize("subscripts, shapes, message", [
-    ("ij,j1->i", [(2, 3), (3, 4)], r"invalid character '1' at position 4"),
+    ("ij,j>k->i", [(2, 3), (3, 4)], r"'->' must appear at most once, and '-', '>' only in it"),
+    ("ij-,jk->ik", [(2, 3), (3, 4)], r"'->' must appear at most once, and '-', '>' only in it"),
     ("ij,jk->ik", [(2, 3), (4, 5)], r"index 'j' has size 3 in operand 0 \(axis 1\) but size 4 in operand 1"),
     ("ij,jk->ik", [(2, 3)], r"name 2 operand\(s\), but 1 were passed"),
     ("ij->k", [(2, 3)], r"output index 'k' appears in no operand"),

@@ -21,6 +21,8 @@ import tropical_gemm as tg
 
 #: (significand bits with the implicit one, smallest normal exponent, largest exponent) of each format.
 FORMATS = {"float16": (11, -14, 15), "bfloat16": (8, -126, 127)}
+#: The semirings on ordered values (and_or takes truth values: test_boolean.py).
+ORDERED = tuple(s for s in tg.semirings() if not tg.get_semiring(s).boolean)
 
 
 def round_half(x: Fraction, fmt: str) -> float:
@@ -100,7 +102,7 @@ def half_product(engine, a: np.ndarray, b: np.ndarray, semiring: str, fmt: str) 
 
 
 @pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
-@pytest.mark.parametrize("semiring", tg.semirings())
+@pytest.mark.parametrize("semiring", ORDERED)
 def test_half_products_are_the_exact_product_rounded_once(engine, fmt, semiring):
     rng = np.random.default_rng(zlib.crc32(f"{fmt} {semiring}".encode()))
     non_negative = semiring == "max_mul"
@@ -112,7 +114,7 @@ def test_half_products_are_the_exact_product_rounded_once(engine, fmt, semiring)
     np.testing.assert_array_equal(idx, float32_argmax(a, b, semiring))
 
 
-@pytest.mark.parametrize("semiring", tg.semirings())
+@pytest.mark.parametrize("semiring", ORDERED)
 def test_numpy_bfloat16_arrays_run_on_the_cpu_engine(semiring):
     ml_dtypes = pytest.importorskip("ml_dtypes", reason="numpy holds bfloat16 only with ml_dtypes (the test extra)")
     rng = np.random.default_rng(zlib.crc32(f"numpy bfloat16 {semiring}".encode()))

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import half
 from .counting import matmul as counting_matmul
-from .dtypes import argmax_dtype, common_dtype, differentiable, is_half, promote_untyped
+from .dtypes import argmax_dtype, common_dtype, differentiable, is_half, promote_untyped, truth_dtype
 from .engines import array_kind, select_engine
 from .frontends import front_end
 from .semirings import Semiring, get_semiring
@@ -46,10 +46,15 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     lists and Python scalars first take numpy's promotion (NEP 50: a list of
     floats is float64, as in ``numpy.matmul``).  float16 and bfloat16 are computed in float32 and rounded once, which is
     the exact result rounded to the half dtype (see the semantics page).
+    The boolean semiring ``and_or`` takes bool operands (uint8 reads
+    nonzero as true) and returns bool: ``C[i, j]`` is whether some ``k`` has
+    both ``A[i, k]`` and ``B[k, j]``, computed on bits packed 64 (CPU) or
+    32 (GPU) ks to a word.
 
     With ``argmax=True`` it returns ``(C, argmax)``, where ``argmax[..., i, j]``
     is the smallest ``k`` whose candidate equals ``C[..., i, j]``, or ``-1``
-    when ``C`` is the semiring's zero (always the case when K = 0).  ``out`` is
+    when ``C`` is the semiring's zero (always the case when K = 0); for
+    ``and_or``, the smallest ``k`` that makes the entry true.  ``out`` is
     a C-contiguous array for ``C``, or with ``argmax=True`` a pair of them.
     An output too large for the machine's memory is a ``MemoryError`` that
     names its size, raised before anything is allocated.
@@ -86,7 +91,7 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     engine = select_engine(a, b)
     a, b = engine.as_array(a), engine.as_array(b)
     sr = get_semiring(semiring)
-    dtype = common_dtype(a.dtype, b.dtype)
+    dtype = truth_dtype(a.dtype, b.dtype) if sr.boolean else common_dtype(a.dtype, b.dtype)
     a, b, vectors = promote_vectors(a, b)
     return _forward(engine, a, b, sr, dtype, product_shape(a.shape, b.shape), vectors, argmax, out)
 
@@ -100,7 +105,8 @@ def planned_product(engine: Any, a: Any, b: Any, sr: Semiring, argmax: bool):
     products, where they are most of the host time; the memory check stays.
     """
     nb, m, k = a.shape
-    return _forward(engine, a, b, sr, a.dtype, ProductShape((nb,), m, k, b.shape[2]), NO_VECTORS, argmax, None)
+    dtype = truth_dtype(a.dtype, b.dtype) if sr.boolean else a.dtype
+    return _forward(engine, a, b, sr, dtype, ProductShape((nb,), m, k, b.shape[2]), NO_VECTORS, argmax, None)
 
 
 def _forward(engine: Any, a: Any, b: Any, sr: Semiring, dtype: np.dtype, shape: ProductShape, vectors: Vectors,
@@ -162,6 +168,8 @@ def matmul_backward(
     engine = select_engine(grad_c, a, b, argmax)
     grad_c, a, b, argmax = (engine.as_array(x) for x in (grad_c, a, b, argmax))
     sr = get_semiring(semiring)
+    if sr.boolean:
+        raise TypeError("the and_or semiring has no gradient: its values are truth values")
     dtype = common_dtype(a.dtype, b.dtype)
     if not differentiable(dtype):
         raise TypeError(f"matmul_backward needs float operands (float32, float64, float16, bfloat16), got {dtype}")

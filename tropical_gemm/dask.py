@@ -72,6 +72,9 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     """
     a, b, vectors = promote_vectors(da.asarray(a), da.asarray(b))
     sr = get_semiring(semiring)
+    if sr.boolean:
+        raise TypeError("the and_or semiring takes numpy or cupy arrays, not dask arrays; compute() the operands "
+                        "first, or map tropical_gemm.matmul over their blocks")
     dtype = common_dtype(a.dtype, b.dtype)
     _check_known_chunks(a, b)
     shape = product_shape(a.shape, b.shape)

@@ -29,6 +29,11 @@ Examples:
 FLOAT_DTYPES: tuple[str, ...] = ("float32", "float64")
 """The float dtypes the engines compute in (gradients exist for these and the halves)."""
 
+BOOLEAN_DTYPES: tuple[str, ...] = ("bool", "uint8")
+"""The operand dtypes of the boolean semiring ``and_or``; uint8 reads nonzero as true, and the result is bool."""
+_TRUTH = frozenset(np.dtype(name) for name in BOOLEAN_DTYPES)
+_BOOL = np.dtype(np.bool_)
+
 
 #: The supported dtypes themselves, so that the check on every call is one
 #: dict lookup (``np.dtype.name`` formats a string each time it is read).
@@ -49,8 +54,28 @@ def canonical_dtype(dtype: object) -> np.dtype:
         raise TypeError(f"unsupported dtype {dt}: it is {order}-endian, not this machine's byte order; convert it, "
                         f"e.g. x.astype(x.dtype.newbyteorder('='))")
     if not ((dt in _SUPPORTED and dt.isnative) or dt.name == "bfloat16"):
-        raise TypeError(f"unsupported dtype {dt}; supported: {', '.join(SUPPORTED_DTYPES)}")
+        hint = " (bool operands take the boolean semiring, semiring='and_or')" if dt.kind == "b" else ""
+        raise TypeError(f"unsupported dtype {dt}; supported: {', '.join(SUPPORTED_DTYPES)}{hint}")
     return dt
+
+
+def truth_dtype(a: object, b: object) -> np.dtype:
+    """The result dtype of a boolean product (bool), once both operands are truth values.
+
+    Examples:
+        >>> from tropical_gemm.dtypes import truth_dtype
+        >>> truth_dtype("bool", "uint8")
+        dtype('bool')
+        >>> truth_dtype("bool", "float32")
+        Traceback (most recent call last):
+        ...
+        TypeError: the and_or semiring takes bool (or uint8 0/1) operands, got float32; pass x != 0 or x.astype(bool)
+    """
+    for dtype in (a, b):
+        if np.dtype(dtype) not in _TRUTH:
+            raise TypeError(f"the and_or semiring takes bool (or uint8 0/1) operands, got {np.dtype(dtype)}; "
+                            "pass x != 0 or x.astype(bool)")
+    return _BOOL
 
 
 def common_dtype(a: object, b: object) -> np.dtype:

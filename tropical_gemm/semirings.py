@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .dtypes import canonical_dtype
+from .dtypes import canonical_dtype, truth_dtype
 
 
 #: The ⊕ operations, the ⊗ operations, and the (⊕, ⊗) pairs the engines implement.
@@ -38,6 +38,10 @@ _PAIRS: list[tuple[str, str]] = list(PAIRS)
 A_WINS: dict[str, str] = {"min": "<=", "max": ">="}
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {"<=": operator.le, ">=": operator.ge}
 
+#: The boolean semiring's (⊕, ⊗): or and and, on truth values.  A pair of its
+#: own, outside ``ADDS`` × ``MULS``: no ordered operation composes with them.
+BOOLEAN_PAIR: tuple[str, str] = ("or", "and")
+
 
 @dataclass(frozen=True)
 class Semiring:
@@ -46,7 +50,9 @@ class Semiring:
     ``add`` is ⊕ and is always ``"max"`` or ``"min"``; ``mul`` is ⊗ and is one
     of ``"plus"``, ``"times"``, ``"min"``, ``"max"``, and the pair is one of
     the catalogue's (checked when the object is made: anything else is a
-    ``ValueError`` that lists the valid values).  The zero is the identity of
+    ``ValueError`` that lists the valid values).  The one exception is the
+    boolean semiring ``and_or``, whose pair is ``BOOLEAN_PAIR`` (or, and) on
+    truth values.  The zero is the identity of
     ⊕ and absorbs ⊗; the one is the identity of ⊗.  A semiring made here
     under a new name computes exactly as the catalogue entry with its ⊕ and ⊗.
 
@@ -70,6 +76,8 @@ class Semiring:
 
         ``max_mul`` lives on the non-negative numbers, so its zero is 0.
         """
+        if self.boolean:
+            return truth_dtype(dtype, dtype).type(False)
         dt = canonical_dtype(dtype)
         return {"0": dt.type(0), "bottom": _bottom(dt), "top": _top(dt)}[self.zero_kind]
 
@@ -80,12 +88,14 @@ class Semiring:
         ⊕ = max has the bottom, ⊕ = min the top, except ``max_mul``: it lives
         on the non-negative numbers, where 0 is the bottom and absorbs ×.
         """
-        if self.mul == "times" and self.add == "max":
+        if (self.mul == "times" and self.add == "max") or self.boolean:
             return "0"
         return "bottom" if self.add == "max" else "top"
 
     def one(self, dtype: object) -> np.generic:
         """The identity of ⊗ for ``dtype``."""
+        if self.boolean:
+            return truth_dtype(dtype, dtype).type(True)
         dt = canonical_dtype(dtype)
         if self.mul == "plus":
             return dt.type(0)
@@ -94,7 +104,20 @@ class Semiring:
         # ⊗ = min has identity +top; ⊗ = max has identity bottom.
         return _top(dt) if self.mul == "min" else _bottom(dt)
 
+    @property
+    def boolean(self) -> bool:
+        """Whether this is the boolean semiring (⊕ = or, ⊗ = and): truth values in, bool out, no gradient."""
+        return (self.add, self.mul) == BOOLEAN_PAIR
+
     def __post_init__(self) -> None:
+        if not self.boolean:  # the boolean pair is checked whole; the ordered ones part by part
+            self._check_operations()
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Semiring name must be a non-empty string, got {self.name!r}")
+        if not (isinstance(self.aliases, tuple) and all(isinstance(a, str) for a in self.aliases)):
+            raise ValueError(f"Semiring aliases must be a tuple of strings, got {self.aliases!r}")
+
+    def _check_operations(self) -> None:
         if self.add not in ADDS:
             raise ValueError(f"Semiring add={self.add!r} is not valid; ⊕ must be one of {', '.join(ADDS)}")
         if self.mul not in MULS:
@@ -103,10 +126,6 @@ class Semiring:
             valid = ", ".join(f"(add={a!r}, mul={m!r})" for a, m in _PAIRS)
             raise ValueError(f"Semiring (add={self.add!r}, mul={self.mul!r}) is not a supported semiring; "
                              f"valid pairs are {valid}")
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"Semiring name must be a non-empty string, got {self.name!r}")
-        if not (isinstance(self.aliases, tuple) and all(isinstance(a, str) for a in self.aliases)):
-            raise ValueError(f"Semiring aliases must be a tuple of strings, got {self.aliases!r}")
 
     def winner_is_a(self, a: Any, b: Any, isnan: Callable[[Any], Any]) -> Any:
         """Where ⊗ is min or max, whether the candidate ``a ⊗ b`` took A's value: THE tie rule.
@@ -135,6 +154,8 @@ class Semiring:
             >>> tg.get_semiring("max_plus").add_ufunc(np.float32).reduce(np.array([1., np.nan, 3.]))
             np.float64(3.0)
         """
+        if self.boolean:
+            return np.logical_or
         if np.dtype(dtype).kind == "f":
             return np.fmax if self.add == "max" else np.fmin
         return np.maximum if self.add == "max" else np.minimum
@@ -158,6 +179,8 @@ CATALOGUE: tuple[Semiring, ...] = (
              "widest (bottleneck) paths, fuzzy relations"),
     Semiring("min_max", ("minmax", "minimax"), "min", "max",
              "minimax paths, e.g. the lowest ceiling a route must clear"),
+    Semiring("and_or", ("boolean", "or_and"), "or", "and",
+             "reachability and transitive closure (bool operands, bit-packed)"),
 )
 
 #: Every semiring the engines serve: the catalogue, then those added with ``register_semiring``.
@@ -189,7 +212,7 @@ def semirings() -> tuple[str, ...]:
     Examples:
         >>> import tropical_gemm as tg
         >>> tg.semirings()
-        ('max_plus', 'min_plus', 'max_mul', 'max_min', 'min_max')
+        ('max_plus', 'min_plus', 'max_mul', 'max_min', 'min_max', 'and_or')
     """
     return tuple(s.name for s in _ENTRIES)
 

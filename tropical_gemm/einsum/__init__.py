@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import canonical_dtype, promote_untyped
+from ..dtypes import canonical_dtype, promote_untyped, truth_dtype
 from ..engines import array_kind
 from ..frontends import front_end
 from ..semirings import Semiring, find_counting_semiring, get_semiring
@@ -44,8 +44,11 @@ def _library(x: object) -> str:
     return kind
 
 
-def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
-    """One array library and one supported dtype for all operands, or an error naming both."""
+def _check_operands(operands: list[Any], sr: Semiring) -> tuple[str, list[Any]]:
+    """One array library and one supported dtype for all operands, or an error naming both.
+
+    The boolean semiring takes truth values (bool, uint8), on the CPU engine only for now.
+    """
     if not operands:
         raise ValueError("einsum needs at least one operand")
     kinds = [_library(x) for x in operands]
@@ -61,6 +64,13 @@ def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
         ndarray = cupy_module().ndarray
         operands = [x if type(x) is ndarray else cuda.as_array(x) for x in operands]
     dtypes = [x.dtype for x in operands]
+    if sr.boolean:
+        if kind != "cpu":
+            raise TypeError(f"einsum over the and_or semiring takes numpy arrays, got {kind} ones; "
+                            "copy them to the host, or use tropical_gemm.matmul, which runs and_or on the GPU")
+        for dtype in dtypes:
+            truth_dtype(dtype, dtype)
+        return kind, [x if x.dtype == np.bool_ else x != 0 for x in operands]  # each step's rule reads bools
     if kind == "torch":
         _check_torch_dtype(dtypes[0])
     else:
@@ -242,8 +252,8 @@ def contract(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_
              return_configuration: bool = False):
     """``einsum`` on numpy, cupy or torch operands, after the dispatch rule (the torch front end calls it)."""
     parsed, ops = parse_call(subscripts, operands)
-    kind, ops = _check_operands(ops)
     sr = get_semiring(semiring)
+    kind, ops = _check_operands(ops, sr)
     optimize = _optimize_key(optimize)
     replayed = None
     if kind == "cuda":  # the call signature's launches, bound once, on addresses

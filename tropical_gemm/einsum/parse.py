@@ -3,7 +3,10 @@
 Both of numpy's spellings are accepted: a subscripts string (``"ij,jk->ik"``,
 with ``...`` for broadcast dimensions) and the interleaved form
 ``einsum(op0, labels0, op1, labels1, ..., [output])`` whose labels are any
-hashable values, which tensor networks with more indices than letters need.
+hashable values.  In a string, as in opt_einsum's, every character other than
+``,``, ``-``, ``>``, ``.`` and a space is an index, so equations written with
+``opt_einsum.get_symbol`` (which gives other Unicode characters from its 53rd
+index on), by cotengra or by tensor-network generators parse unchanged.
 Either way the result is a [`Parsed`][tropical_gemm.einsum.parse.Parsed]: each
 operand's axes as integer labels, the output's labels, the size of every
 label, and the user's name for each label (used for configurations).
@@ -11,12 +14,9 @@ label, and the user's name for each label (used for configurations).
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Hashable, Sequence
-
-_LETTERS = frozenset(string.ascii_letters)
 
 
 @dataclass(frozen=True)
@@ -52,18 +52,8 @@ class _Labels:
         return self.ids[name]
 
 
-def _check_chars(subscripts: str) -> None:
-    for pos, ch in enumerate(subscripts):
-        if ch in _LETTERS or ch in ",.-> ":
-            continue
-        raise ValueError(
-            f"einsum subscripts {subscripts!r}: invalid character {ch!r} at position {pos}; "
-            "use letters a-z and A-Z, ',' between operands, '->' before the output and '...' for broadcast dims"
-        )
-
-
 def _split_term(term: str, subscripts: str, where: str) -> tuple[list[str], bool]:
-    """The letters of one term, with ``"..."`` standing for the ellipsis, and whether it had one."""
+    """The indices of one term, with ``"..."`` standing for the ellipsis, and whether it had one."""
     if term.count("...") > 1:
         raise ValueError(f"einsum subscripts {subscripts!r}: {where} has more than one '...'")
     before, dots, after = term.partition("...")
@@ -77,7 +67,6 @@ def _split_term(term: str, subscripts: str, where: str) -> tuple[list[str], bool
 
 
 def _split_subscripts(subscripts: str, n_operands: int) -> tuple[list[str], "str | None"]:
-    _check_chars(subscripts)
     text = subscripts.replace(" ", "")
     if text.count("->") > 1 or text.replace("->", "").count("-") or text.replace("->", "").count(">"):
         raise ValueError(f"einsum subscripts {subscripts!r}: '->' must appear at most once, and '-', '>' only in it")
@@ -185,10 +174,12 @@ def parse_subscripts(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Pa
         >>> p = parse_subscripts("ij,jk->ik", ((2, 3), (3, 4)))
         >>> p.inputs, p.output, p.sizes, p.names
         (((0, 1), (1, 2)), (0, 2), (2, 3, 4), ('i', 'j', 'k'))
-        >>> parse_subscripts("ij,j1", ((2, 3), (3, 4)))
+        >>> parse_subscripts("ij,jÀ->iÀ", ((2, 3), (3, 4))).names   # any character but , - > . is an index
+        ('i', 'j', 'À')
+        >>> parse_subscripts("ij,j>k", ((2, 3), (3, 4)))
         Traceback (most recent call last):
         ...
-        ValueError: einsum subscripts 'ij,j1': invalid character '1' at position 4; use letters a-z and A-Z, ',' between operands, '->' before the output and '...' for broadcast dims
+        ValueError: einsum subscripts 'ij,j>k': '->' must appear at most once, and '-', '>' only in it
     """
     if not isinstance(subscripts, str):
         raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")

@@ -20,9 +20,9 @@ from typing import NamedTuple
 
 from ..semirings import CATALOGUE, COUNT_NEGATIVE, COUNT_OVERFLOW, get_counting_semiring, get_semiring
 from .functors import device_type, functor, functors_header
-from .spec import CAST_OPS, COUNT_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
+from .spec import BOOLEAN_DTYPE, CAST_OPS, COUNT_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
-_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "bool": "unsigned char"}
 #: The catalogue's functor names (benchmarks/ceilings.py instantiates its probes with them).
 _SEMIRING_TYPES = {s.name: device_type(s) for s in CATALOGUE}
 
@@ -89,6 +89,11 @@ _VECTOR_8_BYTE = TileShape(1, 256, 16, 1, 1)
 _THIN = TileShape(256, 8, 8, 1, 8)
 # One thread per output (bm: outputs per block); only the block size is used.
 _BASELINE = TileShape(256, 1, 1, 1, 1)
+# The boolean semiring's product on packed words (BK: words, 32 ks each, per staged slice); forward_bits.cu
+# loads each thread's TM (TN) words as uint4s, so both are multiples of 4.  The plain product unrolls the
+# whole slice; the argmax, a select per output and word, unrolls none of it, for a shorter compile.
+_BITS = TileShape(128, 128, 8, 8, 8, min_blocks=2, unroll=8)
+_BITS_ARGMAX = TileShape(128, 128, 8, 8, 8, min_blocks=2, unroll=1)
 
 #: Tile shapes per (family, dtype, op), measured on an H100 by benchmarks/tune_tiles.py.
 TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
@@ -105,6 +110,8 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("vector", d, op): _VECTOR_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
     **{("thin", d, op): _THIN for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
     **{("baseline", d, op): _BASELINE for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
+    ("square", BOOLEAN_DTYPE, "forward"): _BITS,
+    ("square", BOOLEAN_DTYPE, "forward_argmax"): _BITS_ARGMAX,
 }
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.
@@ -178,7 +185,7 @@ def fragment(spec: KernelSpec) -> str:
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
             min_blocks=shape.min_blocks, unroll=shape.unroll or "TG_UNROLL",
         )
-        template = read_cuda_file(_FORWARD_TEMPLATES[spec.tile])
+        template = read_cuda_file("forward_bits.cu" if spec.dtype == BOOLEAN_DTYPE else _FORWARD_TEMPLATES[spec.tile])
     else:
         values.update(threads=ELEMENTWISE_THREADS)
         if spec.op in ORDERED_BACKWARD_OPS:
@@ -201,7 +208,7 @@ _FAST_COMPILE = {"small": "min", "baseline": "min"}
 #: The small kernels around products take it too: they are bound by memory,
 #: and a first call waits for their compile.  Not ``combine_resolve``: its
 #: argmax resolve loop ran a third slower at "min".
-_FAST_COMPILE_OPS = ("combine", "merge", "fill", "gather", "gather_index", "argmax_offset", "walk")
+_FAST_COMPILE_OPS = ("combine", "merge", "fill", "gather", "gather_index", "argmax_offset", "walk", "pack_bits")
 
 
 def kernel_options(spec: KernelSpec) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from ..semirings import (COUNTING_VALUE_DTYPES, counting_semirings, find_countin
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
                          "backward_ordered_b", "combine", "combine_resolve", "merge", "fill", "gather",
                          "gather_index", "transpose", "argmax_offset", "reduce", "walk", "widen", "narrow",
-                         "count_forward")
+                         "count_forward", "pack_bits")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
 scatter into both operands with atomics (the default: one launch); the
@@ -38,9 +38,10 @@ configuration walk over every step's argmax, one thread per output element (``wa
 is the result's, read where the zero marks an element dead); and the casts
 of half-precision storage (``widen`` a float16 array of any strides to
 float32, ``narrow`` float32 to float16 rounding to nearest even), which take
-no semiring; and the product of the counting semirings (``count_forward``:
+no semiring; the product of the counting semirings (``count_forward``:
 values and their int64 counts, batched, any strides), which takes only
-those.
+those; and the boolean semiring's packing of truth values into 32-bit
+words along k (``pack_bits``), which its forward kernels read.
 
 Examples:
     >>> from tropical_gemm.jit import OPS
@@ -78,7 +79,12 @@ LAYOUTS: tuple[str, ...] = ("row", "col")
 TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin", "baseline")
 TUNED_TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin")
 
-_DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "float16": "f16"}
+#: The boolean semiring's (``and_or``) kernels, and their one dtype: truth values, one byte each.  Its
+#: forward kernels read bit-packed operands, so they have one layout and one tile (named "rr", "square").
+BOOLEAN_OPS: tuple[str, ...] = ("forward", "forward_argmax", "pack_bits")
+BOOLEAN_DTYPE = "bool"
+
+_DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "float16": "f16", "bool": "b8"}
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,8 @@ def make_spec(
     if op in COUNT_OPS:  # values of one dtype, counts int64, any strides: no layout or tile
         _check("dtype", dtype, COUNTING_VALUE_DTYPES)
         return KernelSpec(op, get_counting_semiring(semiring).name, dtype)
+    if op == "pack_bits" or get_semiring(semiring).boolean:
+        return _boolean_spec(op, semiring, dtype)
     _check("dtype", dtype, SUPPORTED_DTYPES)
     _check("a_layout", a_layout, LAYOUTS)
     _check("b_layout", b_layout, LAYOUTS)
@@ -170,6 +178,17 @@ def make_spec(
     if tile == "baseline":
         return KernelSpec(op, canonical, dtype, "row", "row", tile)
     return KernelSpec(op, canonical, dtype, a_layout, b_layout, tile)
+
+
+def _boolean_spec(op: str, semiring: str, dtype: str) -> KernelSpec:
+    """A kernel of the boolean semiring: its forward ops on packed words, and the packing."""
+    sr = get_semiring(semiring)
+    if not sr.boolean:
+        raise ValueError(f"{op} kernels exist for the boolean semiring (and_or) only, got {sr.name}")
+    if op not in BOOLEAN_OPS:
+        raise ValueError(f"the and_or semiring has {', '.join(BOOLEAN_OPS)} kernels only, got {op}")
+    _check("dtype", dtype, (BOOLEAN_DTYPE,))
+    return KernelSpec(op, sr.name, dtype)
 
 
 def _check(field: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -197,10 +216,10 @@ def catalogue(
                        else list(counting_semirings()))
     chosen_semirings = ([get_semiring(s).name for s in semirings_ if s not in chosen_counting] if semirings_
                         else list(semirings()))
-    chosen_dtypes = list(dtypes) if dtypes else list(SUPPORTED_DTYPES + CAST_DTYPES)
+    chosen_dtypes = list(dtypes) if dtypes else list(SUPPORTED_DTYPES + CAST_DTYPES + (BOOLEAN_DTYPE,))
     chosen_ops = list(ops) if ops else list(OPS)
     for d in chosen_dtypes:
-        _check("dtype", d, SUPPORTED_DTYPES + CAST_DTYPES)
+        _check("dtype", d, SUPPORTED_DTYPES + CAST_DTYPES + (BOOLEAN_DTYPE,))
     for o in chosen_ops:
         _check("op", o, OPS)
     specs: list[KernelSpec] = [make_spec(op, "", dt) for op in chosen_ops if op in CAST_OPS
@@ -209,6 +228,10 @@ def catalogue(
               for dt in chosen_dtypes if dt in COUNTING_VALUE_DTYPES]
     for op, sr, dt in product(chosen_ops, chosen_semirings, chosen_dtypes):
         if op in CAST_OPS or op in COUNT_OPS or dt in CAST_DTYPES:
+            continue
+        if get_semiring(sr).boolean or dt == BOOLEAN_DTYPE or op == "pack_bits":  # only with each other
+            if get_semiring(sr).boolean and dt == BOOLEAN_DTYPE and op in BOOLEAN_OPS:
+                specs.append(make_spec(op, sr, dt))
             continue
         if op in FORWARD_OPS:
             specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)

@@ -12,6 +12,9 @@ Each call splits C into tiles, one per worker thread, as square as C allows
 (see ``_grid``); the kernels release the GIL.  Memory is the output plus one
 packed panel per worker; strided operands are read in place.
 
+The boolean semiring (``and_or``) has kernels of its own (``boolean``), on
+operands packed 64 ks to a word, run on the same tiles and threads.
+
 numba is imported, and each kernel variant compiled or loaded from the disk
 cache, on the first product that needs it, so ``import tropical_gemm`` and
 products of other variants pay nothing for it.
@@ -155,6 +158,9 @@ def forward(
     """
     if out.size == 0:
         return
+    if semiring.boolean:
+        _forward_bits(a, b, out, argmax_out)
+        return
     dtype = out.dtype
     sat = not (_is_tame(a, semiring.mul) and _is_tame(b, semiring.mul))
     idx = np.empty((1, 1), dtype=np.int32) if argmax_out is None else None
@@ -169,6 +175,31 @@ def forward(
         b2 = b[operand_batch_index(index, b.shape[:-2])]
         i2 = idx if argmax_out is None else argmax_out[index]
         jobs += [(a2, b2, out[index], i2, *split, *scalars) for split in _splits(m, n, workers)]
+    _run(tile, jobs, workers)
+
+
+@lru_cache(maxsize=1)
+def _boolean() -> ModuleType:
+    """The boolean semiring's kernels, imported on its first product."""
+    from . import boolean
+
+    return boolean
+
+
+def _forward_bits(a: np.ndarray, b: np.ndarray, out: np.ndarray, argmax_out: np.ndarray | None) -> None:
+    """``and_or``: A's rows and B's columns packed into words along k (``boolean``), then tiles as above."""
+    bits = _boolean()
+    a_words, b_words = bits.pack(a, -1), bits.pack(b, -2)
+    idx = np.empty((1, 1), dtype=np.int32) if argmax_out is None else None
+    tile = bits.tile_function(argmax_out is not None, (idx if argmax_out is None else argmax_out).dtype)
+    m, n = out.shape[-2:]
+    workers = num_threads() if out.size * max(a_words.shape[-1], 1) >= bits.SERIAL_WORDS else 1
+    jobs = []
+    for index in np.ndindex(*out.shape[:-2]):
+        a2 = a_words[operand_batch_index(index, a.shape[:-2])]
+        b2 = b_words[operand_batch_index(index, b.shape[:-2])]
+        i2 = idx if argmax_out is None else argmax_out[index]
+        jobs += [(a2, b2, out[index], i2, *split) for split in _splits(m, n, workers)]
     _run(tile, jobs, workers)
 
 

@@ -16,7 +16,7 @@ from ...jit import make_spec, tiers
 from ...jit.spec import ORDERED_BACKWARD_OPS
 from ...semirings import Semiring
 from .. import cuda_aux, cupy_module
-from . import gpu
+from . import boolean, gpu
 from .batching import element_strides, split_batches
 from .binding import bind, bind_forward, launch_forward
 from .plan import nothing_to_reduce, plan_backward, plan_forward
@@ -29,6 +29,9 @@ def forward(a: Any, b: Any, semiring: Semiring, out: Any, argmax_out: Any) -> No
     k = a.shape[-1]
     with gpu.device_of(a, b, out, *(() if argmax_out is None else (argmax_out,))):
         if out.size == 0:
+            return
+        if semiring.boolean:  # packed words, its own kernels (K = 0 included)
+            boolean.forward(a, b, out, argmax_out)
             return
         if k == 0:
             cuda_aux.fill_zero(out, argmax_out, semiring.name)
