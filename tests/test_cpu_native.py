@@ -1,0 +1,133 @@
+"""The CPU kernels compiled ahead of time (the ``_native`` extension): built, chosen, safe to call and to fork.
+
+Their results are checked bit for bit in test_cpu_engine.py, once per
+instruction set this CPU supports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import numpy as np
+import pytest
+
+import tropical_gemm as tg
+from tropical_gemm.engines import cpu
+
+
+def _has_cxx() -> bool:
+    compiler = (sysconfig.get_config_var("CXX") or "c++").split()[0]
+    return shutil.which(compiler) is not None
+
+
+@pytest.fixture
+def native():
+    if not _has_cxx():
+        pytest.skip("no C++ compiler here: the extension is not built, and numba serves (tested in test_cpu_engine.py)")
+    from tropical_gemm.engines.cpu import _native
+
+    return _native
+
+
+def test_the_extension_is_built_where_a_compiler_is(native) -> None:
+    """An install with a C++ compiler (the README's) builds it: a missing build would hide behind numba."""
+    assert native.isa() in native.supported_isas()
+    assert cpu.kernels_description().startswith(f"compiled extension ({native.isa()}")
+
+
+def test_every_product_but_int64_argmax_is_built(native) -> None:
+    for value in ("float32", "float64", "int32", "int64"):
+        for add, mul in (("max", "plus"), ("min", "plus"), ("max", "times"), ("max", "min"), ("min", "max"),
+                         ("min", "times")):
+            for sat in (False, True):
+                for argmax in (False, True):
+                    assert native.variant(value, add, mul, sat, argmax, "int32") is not None
+        assert native.variant(value, "max", "plus", False, True, "int64") is None
+    assert native.variant("float16", "max", "plus", False, False, "int32") is None
+
+
+def test_int64_argmax_goes_to_numba(native) -> None:
+    tile, scalars = cpu._tile(tg.get_semiring("max_plus"), False, np.dtype("float32"), True, np.dtype("int64"))
+    assert type(tile).__module__.startswith("numba") and len(scalars) == 3
+
+
+def test_bad_arguments_are_errors_not_crashes(native) -> None:
+    code = native.variant("float32", "max", "plus", False, True, "int32")
+    a, b = np.ones((4, 3), np.float32), np.ones((3, 5), np.float32)
+    out, idx = np.empty((4, 5), np.float32), np.empty((4, 5), np.int32)
+    scalars = np.array([-np.inf, -np.inf, np.inf], np.float32).tobytes()
+    native.tile(code, a, b, out, idx, 0, 4, 0, 5, scalars)
+    assert (out == 2).all() and (idx == 0).all()
+    bad = [
+        (code, a, b, out, idx, 0, 5, 0, 5, scalars),                   # rows past C
+        (code, a, b, out, idx, 2, 1, 0, 5, scalars),                   # empty range backwards
+        (code, a, b.T.copy(), out, idx, 0, 4, 0, 5, scalars),          # B's shape does not fit
+        (code, a.astype(np.float64), b, out, idx, 0, 4, 0, 5, scalars),  # wrong item size
+        (code, a, b, out[:, ::2], idx, 0, 4, 0, 3, scalars),          # C not contiguous
+        (code, a, b, out, idx.astype(np.int64), 0, 4, 0, 5, scalars),  # argmax of the wrong type
+        (code, a, b, out, idx, 0, 4, 0, 5, scalars[:8]),               # scalars cut short
+        (999, a, b, out, idx, 0, 4, 0, 5, scalars),                    # no such variant
+    ]
+    for args in bad:
+        with pytest.raises(ValueError):
+            native.tile(*args)
+    with pytest.raises(ValueError, match="read-only"):  # numpy refuses a writable buffer of a read-only C
+        native.tile(code, a, b, np.broadcast_to(out, out.shape), idx, 0, 4, 0, 5, scalars)
+    with pytest.raises(ValueError, match="no kernels built for"):
+        native.use_isa("sse1")
+
+
+def test_the_kernel_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu.ENV_KERNELS, "fortran")
+    cpu._native_kernels.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="TROPICAL_GEMM_CPU_KERNELS='fortran'.*'native'.*'numba'"):
+            tg.matmul(np.ones((2, 2)), np.ones((2, 2)))
+    finally:
+        monkeypatch.undo()
+        cpu._native_kernels.cache_clear()
+
+
+def _run(script: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+
+
+def test_a_cold_process_never_imports_numba(native, cache_root) -> None:
+    """Every semiring, dtype and argmax with an empty cache: served at once, nothing compiled."""
+    done = _run("""
+        import sys, numpy as np, tropical_gemm as tg
+        for semiring in ("max_plus", "min_plus", "max_mul", "max_min", "min_max"):
+            for dtype in ("float32", "float64", "int32", "int64"):
+                a = np.arange(12).reshape(3, 4).astype(dtype)
+                for argmax in (False, True):
+                    tg.matmul(a, a.T, semiring, argmax=argmax)
+        print("numba" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
+    assert not cache_root.exists() or not any(cache_root.rglob("*"))
+
+
+def test_fork_after_a_threaded_product_gives_a_working_child() -> None:
+    """The child inherits the thread pool's object but not its threads: it must start its own."""
+    done = _run("""
+        import os, numpy as np, tropical_gemm as tg
+        from tropical_gemm.engines import cpu
+        cpu.set_num_threads(2)
+        a = np.random.default_rng(0).standard_normal((300, 300)).astype("float32")
+        want = tg.matmul(a, a, "max_plus", argmax=True)
+        pid = os.fork()
+        if pid == 0:
+            got = tg.matmul(a, a, "max_plus", argmax=True)
+            os._exit(0 if all((g == w).all() for g, w in zip(got, want)) else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0"]
