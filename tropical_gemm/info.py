@@ -144,18 +144,19 @@ def _can_create_in(root: Path) -> bool:
 
 
 def cpu_engine_report() -> dict[str, Any]:
-    """The CPU engine: numba's SIMD kernels (compiled on first use, then cached) on its worker threads.
+    """The CPU engine: which kernels serve it (compiled ahead of time, or numba's) on its worker threads.
 
     numba's version comes from package metadata: importing numba to ask it
     would cost a large part of a second.
     """
-    from .engines.cpu import num_threads
+    from .engines.cpu import kernels_description, num_threads
 
     try:
-        version = metadata.version("numba")
+        kernels = kernels_description()
     except metadata.PackageNotFoundError:
-        return {"usable": False, "detail": "numba is not installed: pip install 'numba>=0.60'"}
-    return {"usable": True, "detail": f"numba {version} SIMD kernels on {num_threads()} threads"}
+        return {"usable": False, "detail": "the compiled kernels are not built and numba is not installed: "
+                                           "pip install 'numba>=0.60'"}
+    return {"usable": True, "detail": f"{kernels} on {num_threads()} threads"}
 
 
 def engine_report(cuda: dict[str, Any], nvrtc: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -26,6 +26,7 @@ the disk cache, only on the first product that needs it.
 from __future__ import annotations
 
 import os
+from importlib import metadata
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from types import ModuleType
@@ -125,11 +126,14 @@ def _native_kernels() -> "ModuleType | None":
 
 
 def kernels_description() -> str:
-    """Which kernels serve CPU products here, for people: the extension's instruction set, or numba."""
+    """Which kernels serve CPU products here, for people: the extension's instruction set, or numba's version.
+
+    Raises ``importlib.metadata.PackageNotFoundError`` where neither is installed.
+    """
     native = _native_kernels()
     if native is not None:
-        return f"compiled extension ({native.isa()}; numba only for int64 argmax)"
-    return "numba (compiled on first use, cached on disk)"
+        return f"compiled extension ({native.isa()} kernels)"
+    return f"numba {metadata.version('numba')} kernels (compiled on first use, cached on disk)"
 
 
 # ------------------------------------------------------------------- forward
