@@ -131,3 +131,43 @@ def test_fork_after_a_threaded_product_gives_a_working_child() -> None:
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0"]
+
+
+def test_cache_tools_count_and_remove_numba_kernels(cache_root, capsys) -> None:
+    """numba's CPU kernels in the cache show in ``cache info`` and ``cache list``, and ``cache clear`` removes them."""
+    import json
+
+    from tropical_gemm.cli import main
+    from tropical_gemm.engines.cpu import numba_cache, numba_files
+
+    assert numba_files.SUBDIR == numba_cache.SUBDIR
+    done = _run("""
+        import numpy as np, tropical_gemm as tg
+        tg.matmul(np.ones((3, 4)), np.ones((4, 2)), "max_min", argmax=True)
+    """, TROPICAL_GEMM_CPU_KERNELS="numba", TROPICAL_GEMM_CACHE_DIR=str(cache_root))
+    assert done.returncode == 0, done.stderr
+    assert main(["cache", "info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["targets"][numba_files.TARGET]["entries"] == 1 == info["entries"]
+    assert main(["cache", "list", "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["target"] == numba_files.TARGET and listed["path"].endswith(".nbc")
+    assert main(["cache", "clear"]) == 0
+    assert "removed 1 entries" in capsys.readouterr().out
+    assert not (cache_root / numba_files.SUBDIR).exists()
+    assert main(["cache", "info", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"] == 0
+
+
+def test_cache_clear_removes_a_link_in_numbas_place_without_following_it(tmp_path) -> None:
+    from tropical_gemm.engines.cpu import numba_files
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.nbc").write_bytes(b"x")
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / numba_files.SUBDIR).symlink_to(elsewhere)
+    assert numba_files.summary(root) == {"entries": 0, "bytes": 0}
+    assert numba_files.clear(root) == 0
+    assert not os.path.lexists(root / numba_files.SUBDIR) and (elsewhere / "keep.nbc").exists()

@@ -194,7 +194,11 @@ def _nvrtc_version_or_none() -> str | None:
 
 
 def _run_cache_list(args: argparse.Namespace) -> int:
-    entries = sorted(_cache().entries(), key=lambda e: e.last_used, reverse=True)
+    from .engines.cpu import numba_files
+
+    cache = _cache()
+    entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True)
+    cpu = [f for f in numba_files.files(cache.root) if f.is_variant] if cache.root is not None else []
     if args.json:
         print(json.dumps([
             {"name": e.metadata.name, "target": e.metadata.target, "nvrtc_version": e.metadata.nvrtc_version,
@@ -202,12 +206,16 @@ def _run_cache_list(args: argparse.Namespace) -> int:
              "created": e.metadata.created, "compile_seconds": e.metadata.compile_seconds,
              "spec": e.metadata.spec, "path": str(e.payload_path)}
             for e in entries
-        ], indent=2))
+        ] + [{"name": f.path.stem, "target": numba_files.TARGET, "bytes": f.size, "created": f.modified,
+              "path": str(f.path)} for f in cpu], indent=2))
         return 0
     for e in entries:
         used = datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M")
         print(f"{e.metadata.name:<48} {e.metadata.target:<12} nvrtc {e.metadata.nvrtc_version:<6} "
               f"{human_size(e.size):>9}  used {used}")
+    for f in cpu:
+        made = datetime.fromtimestamp(f.modified).strftime("%Y-%m-%d %H:%M")
+        print(f"{f.path.stem[:48]:<48} {numba_files.TARGET:<12} {'':<12} {human_size(f.size):>9}  made {made}")
     return 0
 
 
@@ -215,8 +223,12 @@ def _run_cache_clear(args: argparse.Namespace) -> int:
     cache = _cache()
     if not cache.enabled:
         raise CliError(f"{cache.write_problem}; nothing to clear")
+    from .engines.cpu import numba_files
+
     removed = cache.clear()
-    print(f"removed {removed} entries from {cache.root}")
+    removed_cpu = numba_files.clear(cache.root)
+    cpu_note = f" ({removed_cpu} of them numba's CPU kernels)" if removed_cpu else ""
+    print(f"removed {removed + removed_cpu} entries from {cache.root}{cpu_note}")
     return 0
 
 

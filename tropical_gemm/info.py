@@ -112,6 +112,8 @@ def cache_report() -> dict[str, Any]:
     """Where the kernel cache is, whether it can be written, and its entries per target (arch)."""
     from .jit.cache import ENV_CACHE_DIR, FORMAT_VERSION, default_cache
 
+    from .engines.cpu import numba_files
+
     cache = default_cache()
     entries = cache.entries()
     targets: dict[str, dict[str, int]] = {}
@@ -120,6 +122,9 @@ def cache_report() -> dict[str, Any]:
         slot["entries"] += 1
         slot["bytes"] += entry.size
     root = cache.root
+    numba = numba_files.summary(root) if root is not None else {"entries": 0, "bytes": 0}
+    if numba["bytes"]:
+        targets[numba_files.TARGET] = numba
     return {
         "cache_dir": str(root) if root is not None else None,
         "configured_by": ENV_CACHE_DIR if os.environ.get(ENV_CACHE_DIR) else "platform default",
@@ -127,8 +132,8 @@ def cache_report() -> dict[str, Any]:
         "exists": bool(root and root.is_dir()),
         "writable": root is not None and _can_create_in(root),
         "format_version": FORMAT_VERSION,
-        "entries": len(entries),
-        "bytes": sum(e.size for e in entries),
+        "entries": len(entries) + numba["entries"],
+        "bytes": sum(e.size for e in entries) + numba["bytes"],
         "targets": targets,
     }
 
