@@ -171,3 +171,33 @@ def test_cache_clear_removes_a_link_in_numbas_place_without_following_it(tmp_pat
     assert numba_files.summary(root) == {"entries": 0, "bytes": 0}
     assert numba_files.clear(root) == 0
     assert not os.path.lexists(root / numba_files.SUBDIR) and (elsewhere / "keep.nbc").exists()
+
+
+@pytest.mark.parametrize("kinds", ["native", "numba"])
+def test_warmup_prepares_cpu_kernels(cache_root, capsys, monkeypatch, kinds) -> None:
+    """``warmup --device cpu``: nothing to do with the extension; numba's kernels compiled into the cache without it."""
+    import json
+
+    from tropical_gemm.cli import main
+
+    if kinds == "native" and not _has_cxx():
+        pytest.skip("no C++ compiler here: the extension is not built")
+    monkeypatch.setenv(cpu.ENV_KERNELS, kinds)
+    cpu._native_kernels.cache_clear()
+    cpu._native_variant.cache_clear()
+    try:
+        assert main(["warmup", "--device", "cpu", "--semiring", "max_min", "--dtype", "float64", "--json"]) == 0
+    finally:
+        monkeypatch.undo()
+        cpu._native_kernels.cache_clear()
+        cpu._native_variant.cache_clear()
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["products"] == 2
+    if kinds == "numba":
+        assert summary["numba_kernels"] == 2 and summary["kernels"].startswith("numba ")
+        assert len(list((cache_root / "numba-cpu").rglob("*.nbc"))) == 2
+    else:
+        assert summary["numba_kernels"] == 0 and summary["kernels"].startswith("compiled extension")
+        assert not cache_root.exists()
+    assert main(["warmup", "--device", "cpu", "--dtype", "float16"]) == 1
+    assert "float16 and bfloat16 use float32's" in capsys.readouterr().err

@@ -52,11 +52,44 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
                                                       "backward, backward_ordered_a, backward_ordered_b "
                                                       "(default: all)")
     parser.add_argument("--workers", type=int, help="parallel compiles (default: CPU count, at most 16)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cuda (default): CUDA kernels; cpu: the CPU engine's kernels for --semiring and "
+                             "--dtype, with and without argmax (numba's, where the compiled extension is not built)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(handler=_run_warmup)
 
 
+def _run_cpu_warmup(args: argparse.Namespace) -> int:
+    from .dtypes import ENGINE_DTYPES
+    from .engines import cpu
+    from .semirings import get_semiring, semirings
+
+    unknown = sorted(set(comma_list(args.dtype) or ()) - set(ENGINE_DTYPES))
+    if unknown:
+        raise CliError(f"the CPU engine's kernels take {', '.join(ENGINE_DTYPES)} (float16 and bfloat16 use "
+                       f"float32's), not {', '.join(unknown)}")
+    started = time.perf_counter()
+    products = [(name, dtype, argmax) for name in comma_list(args.semiring) or semirings()
+                for dtype in comma_list(args.dtype) or ENGINE_DTYPES for argmax in (False, True)]
+    bar = ProgressBar(sys.stderr)
+    numba_kernels = 0
+    for done, (name, dtype, argmax) in enumerate(products, 1):
+        numba_kernels += cpu.prepare(get_semiring(name), dtype, argmax)
+        bar.update(done, len(products), f"{name} {dtype}{' argmax' if argmax else ''}")
+    bar.finish()
+    summary = {"products": len(products), "numba_kernels": numba_kernels, "kernels": cpu.kernels_description(),
+               "wall_seconds": round(time.perf_counter() - started, 3)}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"{len(products)} CPU products ready ({summary['kernels']}; {numba_kernels} numba kernels "
+              f"compiled or loaded) in {summary['wall_seconds']:.1f} s")
+    return 0
+
+
 def _run_warmup(args: argparse.Namespace) -> int:
+    if args.device == "cpu":
+        return _run_cpu_warmup(args)
     from .jit import warmup
     from .jit.warmup import NoGpuForArchError
 

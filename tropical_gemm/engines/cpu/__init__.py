@@ -39,7 +39,7 @@ from ...shapes import operand_batch_index
 from .backward import backward
 
 __all__ = ["NAME", "as_array", "backward", "empty", "forward", "is_c_contiguous", "kernels_description",
-           "may_share_memory", "num_threads", "set_num_threads"]
+           "may_share_memory", "num_threads", "prepare", "set_num_threads"]
 
 NAME = "cpu"
 
@@ -233,6 +233,19 @@ def _tile(semiring: Semiring, sat: bool, dtype: np.dtype, argmax: bool,
 def _native_variant(add: str, mul: str, sat: bool, argmax: bool, dtype: np.dtype, idx_dtype: np.dtype) -> "int | None":
     native = _native_kernels()
     return native.variant(dtype.name, add, mul, sat, argmax, idx_dtype.name)
+
+
+def prepare(semiring: Semiring, dtype: np.dtype, argmax: bool) -> int:
+    """Have the kernels of one product ready; returns how many numba compiled or loaded (0: the extension serves).
+
+    Integer products get both kernels, plain and saturating (see ``_is_tame``).
+    """
+    dtype = np.dtype(dtype)
+    numba_kernels = 0
+    for sat in (False, True) if dtype.kind == "i" else (False,):
+        tile, _ = _tile(semiring, sat, dtype, argmax, np.dtype(np.int32))
+        numba_kernels += not isinstance(tile, partial)
+    return numba_kernels
 
 
 def _run(tile: Callable, jobs: list[tuple], workers: int) -> None:

@@ -35,6 +35,7 @@ accumulator starts at the semiring's zero, and a zero result is +0.0.
 
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 from typing import Callable
 
@@ -42,6 +43,7 @@ import numpy as np
 import numba
 from numba import njit, types
 
+from ...jit import log
 from .numba_cache import our_cache_dir
 
 #: ⊕ codes.
@@ -289,5 +291,10 @@ def tile_function(add: str, mul: str, sat: bool, argmax: bool, dtype: np.dtype, 
     operand = types.Array(value, 2, "A", readonly=True)  # read-only memory maps too; writable arrays convert
     signature = types.void(operand, operand, types.Array(value, 2, "C"), types.Array(index, 2, "C"),
                            types.int64, types.int64, types.int64, types.int64, value, value, value)
+    started = time.perf_counter()
     with our_cache_dir():
-        return _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, np.dtype(dtype).kind == "f", signature)
+        tile = _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, np.dtype(dtype).kind == "f", signature)
+    how = "loaded from numba's disk cache" if sum(tile.stats.cache_hits.values()) else "compiled by numba"
+    log.info("CPU kernel %s/%s %s%s%s %s in %.2f s", add, mul, np.dtype(dtype).name, " saturating" * sat,
+             " argmax" * argmax, how, time.perf_counter() - started)
+    return tile
