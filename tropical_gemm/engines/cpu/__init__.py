@@ -26,7 +26,6 @@ the disk cache, only on the first product that needs it.
 from __future__ import annotations
 
 import os
-from importlib import metadata
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from types import ModuleType
@@ -133,6 +132,8 @@ def kernels_description() -> str:
     native = _native_kernels()
     if native is not None:
         return f"compiled extension ({native.isa()} kernels)"
+    from importlib import metadata  # not at import: it costs a fresh process tens of milliseconds
+
     return f"numba {metadata.version('numba')} kernels (compiled on first use, cached on disk)"
 
 
