@@ -26,16 +26,18 @@ the disk cache, only on the first product that needs it.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from types import ModuleType
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from ...semirings import Semiring
 from ...shapes import operand_batch_index
 from .backward import backward
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["NAME", "as_array", "backward", "empty", "forward", "is_c_contiguous", "kernels_description",
            "may_share_memory", "num_threads", "prepare", "set_num_threads"]
@@ -90,7 +92,10 @@ def set_num_threads(threads: "int | None") -> None:
 
 
 @lru_cache(maxsize=None)
-def _pool(workers: int) -> ThreadPoolExecutor:
+def _pool(workers: int) -> "ThreadPoolExecutor":
+    # Imported here: concurrent.futures imports logging, which a small product's fresh process would pay for.
+    from concurrent.futures import ThreadPoolExecutor
+
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tropical_gemm_cpu")
 
 
