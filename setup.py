@@ -17,7 +17,7 @@ from setuptools.command.build_ext import build_ext
 NATIVE = "tropical_gemm/engines/cpu/cpp"
 
 #: GCC and Clang: -O2 with the vectoriser's dynamic cost model vectorised the
-#: kernels as -O3 did, compiling several times faster (docs/performance.md);
+#: kernels as -O3 did, and compiled faster (docs/performance.md, "CPU first call");
 #: no contraction into FMA, so every result is the correctly rounded one the
 #: other engines compute.
 UNIX_FLAGS = ["-std=c++17", "-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-ffp-contract=off",

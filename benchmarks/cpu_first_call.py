@@ -6,7 +6,8 @@ Designs measured in one run (``--designs``):
 * ``numba``: the kernels numba compiles on first use (``TROPICAL_GEMM_CPU_KERNELS=numba``);
 * ``numpy``: the vectorised numpy engine of tests/numpy_engine.py, which is
   what CPU tiering would serve while numba compiled in a background process
-  (that process's work is the ``numba`` column's compile).
+  (that process's work is the ``numba`` column's compile, and its warm start
+  the ``numba`` column's: the numpy design has no warm run of its own).
 
 Cold: one fresh process per design with an empty kernel cache, timing
 ``import tropical_gemm`` and then the first call of every semiring × dtype ×
@@ -98,11 +99,11 @@ def run_script(script: str, design: str, cache: str, *args: str) -> dict:
 def first_calls(design: str, n: int, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         cold = run_script(_COLD, design, cache, str(n), str(HERE.parent / "tests"))
-        warm = [run_script(_WARM, design, cache) for _ in range(repeats)]
+        warm = [run_script(_WARM, design, cache) for _ in range(repeats)] if design != "numpy" else []
     calls = {label: value for label, value in cold.items() if isinstance(value, list)}
     return {"cold": cold, "cold_worst_first_call": max(first for first, _ in calls.values()),
             "cold_total_first_calls": sum(first for first, _ in calls.values()),
-            "warm_runs": warm, "warm_best": min(warm, key=lambda run: run["total"])}
+            "warm_runs": warm, "warm_best": min(warm, key=lambda run: run["total"]) if warm else None}
 
 
 def throughput(design: str, python: Path, repeats: int) -> list[dict]:
@@ -150,10 +151,11 @@ def main() -> int:
     report = {"environment": env, "benchmark": "cpu-first-call", "note": args.note, "n": args.n, "designs": designs}
     table = [f"{'design':8} {'import':>7} {'cold worst':>10} {'cold sum':>9} {'warm (import+call)':>19}  throughput / Rust"]
     for design, got in designs.items():
+        warm = f"{got['warm_best']['total']:.3f}" if got["warm_best"] else "as numba's"
         ratios = " ".join(f"{row['n']}{'a' if row['argmax'] else ''}:{row['ratio']:.2f}x"
                           for row in got.get("throughput", []))
         table.append(f"{design:8} {got['cold']['import tropical_gemm']:7.3f} {got['cold_worst_first_call']:10.3f} "
-                     f"{got['cold_total_first_calls']:9.2f} {got['warm_best']['total']:19.3f}  {ratios}")
+                     f"{got['cold_total_first_calls']:9.2f} {warm:>19}  {ratios}")
     save_report(report, args.out, "cpu-first-call", table)
     return 0
 
