@@ -5,7 +5,8 @@ The kernels come compiled ahead of time, in the extension module ``_native``
 per instruction set, chosen at import), so no call waits for a compiler.
 Where the extension is not built, or for a variant it leaves out (int64
 argmax), the same loops compile with numba on first use and are cached on
-disk (``kernels``).  ``$TROPICAL_GEMM_CPU_KERNELS=numba`` picks numba always.
+disk (``kernels``).  ``$TROPICAL_GEMM_CPU_KERNELS=numba`` picks numba always
+(read once, at the first product).
 
 Semantics, shared with the CUDA engine bit for bit: NaN never wins ⊕ (numpy's
 fmax/fmin) and is ignored by a min/max ⊗; integers saturate, with the zero
@@ -13,8 +14,9 @@ absorbing; ties go to the smallest k; a zero result is +0.0.
 ``tests/numpy_engine.py`` keeps the plain numpy engine this one replaced, as
 the reference the tests compare it with bit for bit.
 
-Speed comes from the tile kernels: packed panels of B, two rows of C by four ks per
-pass, and a column loop that LLVM vectorises to the widest SIMD the host has.
+Speed comes from the tile kernels: packed panels of B, two rows of C by four
+ks per pass, and a column loop that the compiler (GCC or Clang for the extension,
+LLVM under numba) vectorises to the widest SIMD the host has.
 Each call splits C into tiles, one per worker thread, as square as C allows
 (see ``_grid``); the kernels release the GIL.  Memory is the output plus one
 packed panel per worker; strided operands are read in place.
@@ -237,6 +239,7 @@ def _tile(semiring: Semiring, sat: bool, dtype: np.dtype, argmax: bool,
 
 @lru_cache(maxsize=None)
 def _native_variant(add: str, mul: str, sat: bool, argmax: bool, dtype: np.dtype, idx_dtype: np.dtype) -> "int | None":
+    """The extension's code for this variant (its module defines the layout), or None where it is not built."""
     native = _native_kernels()
     return native.variant(dtype.name, add, mul, sat, argmax, idx_dtype.name)
 
