@@ -201,3 +201,11 @@ def test_warmup_prepares_cpu_kernels(cache_root, capsys, monkeypatch, kinds) -> 
         assert not cache_root.exists()
     assert main(["warmup", "--device", "cpu", "--dtype", "float16"]) == 1
     assert "float16 and bfloat16 use float32's" in capsys.readouterr().err
+
+
+def test_panels_match_numbas(native) -> None:
+    """test_cpu_engine.py's ragged shapes sit around numba's panel edges: the extension must share them."""
+    from tropical_gemm.engines.cpu import kernels
+
+    assert (native.KB, native.NB, native.KB_ARGMAX, native.NB_ARGMAX) == (
+        kernels.KB, kernels.NB, kernels.KB_ARGMAX, kernels.NB_ARGMAX)
