@@ -13,8 +13,9 @@ Peers (each result is checked equal to ours, bit for bit):
   where its (n, n, n) temporary fits in ``--broadcast-limit-gib``.
 
 Ours runs with ``TROPICAL_GEMM_NUM_THREADS``-style thread counts set in
-process; every engine's count is recorded.  Throughput is M·N·K per second
-(G/s), the best of ``--repeats`` timed calls after one untimed call.  The run
+process; every engine's count is recorded.  Throughput is in G ops/s
+(``2·M·N·K`` per second, as everywhere in the project), the best of
+``--repeats`` timed calls after one untimed call.  The run
 also times our first call in fresh processes, with an empty kernel cache
 (cold) and with a filled one (warm), and the demo.  Results go to
 ``benchmarks/results/cpu-<host CPU>-<date>.json`` through results_file.py.
@@ -143,10 +144,10 @@ def row(case: tuple, engine: str, threads: "int | None", measured: tuple, refere
     dtype, n, argmax = case
     seconds, times, result = measured
     entry = {"dtype": dtype, "n": n, "argmax": argmax, "engine": engine, "threads": threads,
-             "seconds": seconds, "all_seconds": times, "g_mnk_per_s": n**3 / seconds / 1e9,
+             "seconds": seconds, "all_seconds": times, "gops": 2 * n**3 / seconds / 1e9,
              "equal_to_ours": same(result, reference)}
     print(f"{dtype:8s} {n:5d}{' argmax' if argmax else '       '} {engine:22s} threads={threads!s:4s} "
-          f"{entry['g_mnk_per_s']:7.2f} G/s  equal={entry['equal_to_ours']}", flush=True)
+          f"{entry['gops']:7.2f} G ops/s  equal={entry['equal_to_ours']}", flush=True)
     return entry
 
 
@@ -200,7 +201,7 @@ def main(argv: "list[str] | None" = None) -> int:
     thread_counts = args.threads or sorted({1, min(2, cores), cores})
     python = rust_python(args.rust_venv, args.rust_wheel)
     report = {"environment": {**environment(), "device": cpu_model()}, "benchmark": "cpu",
-              "semiring": "max_plus", "unit": "G M·N·K per second", "thread_counts": thread_counts,
+              "semiring": "max_plus", "unit": "G ops/s (2·M·N·K per second)", "thread_counts": thread_counts,
               "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
               "load_average_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:

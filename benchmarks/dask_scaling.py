@@ -1,46 +1,57 @@
-"""How tropical_gemm.dask scales from one GPU to two, and what the Dask path costs over a direct call.
+"""How tropical_gemm.dask scales over the GPUs of one host, on dask-cuda's LocalCUDACluster.
 
-Both parts use float32 max_plus.  One tropical multiply-add counts as 2 ops,
-as in throughput.py, so T ops/s = 2·M·N·K / seconds.
+Everything is float32 max_plus; one tropical multiply-add counts 2 ops, as in
+throughput.py.  One ``LocalCUDACluster`` of every GPU found (one worker per
+GPU) serves all parts; a run on fewer GPUs pins its tasks to the first
+workers.  Inputs are made on the workers (cupy random blocks), where the
+parts need them, so that only the moves a part is about are timed.
 
-* Strong scaling: one N×N×N product (N = 32768 by default, ``--size``) through
-  ``tropical_gemm.dask`` on ``local_gpu_cluster(devices=[0])`` and on
-  ``local_gpu_cluster(devices=[0, 1])``.  A is cut into 2 row blocks, one per
-  GPU of the larger cluster, made on the workers (cupy random chunks); B is
-  one chunk, replicated to every worker before timing (the time to replicate
-  it is reported apart), and the scheduler's active memory manager is
-  stopped, since it drops replicas no queued task needs.  Each output row block then needs only data already
-  on its worker: cutting N or K too would make chunk products wait for
-  gigabyte chunks to cross between worker processes, which without UCX goes
-  through host memory over TCP and would measure that, not the product.  The
-  same graph runs on both clusters: on one GPU its two chunk products run one
-  after the other.  Each output row block is pinned (``dask.annotate``) to
-  the worker that made its A block: left to itself, the scheduler put both
-  blocks on one GPU in all but the first run (H200 pair, 2026-11-23).  A run is ``persist()`` of the product, ``wait()``, then a
-  device synchronisation on every worker (a task returns once its kernels are
-  queued); the first run is reported as cold, then the median of 3.  The
-  result stays on the workers; a few rows of each output block are checked
-  there against a direct ``tropical_gemm.matmul`` of those rows.
-* Overhead, at 8192³ (``--overhead-size``) on GPU 0: a direct, synchronised
-  ``tropical_gemm.matmul`` call against ``tropical_gemm.dask`` with one chunk
-  and with 2×2 chunks per operand (K cut in two, so the ⊕ combine runs), under
-  the threaded scheduler in this process and on the one-GPU cluster (inputs
-  made on the worker).  Ratios are to the direct call.
+* Strong scaling: one N×N×N product (N = 32768, ``--size``) on 1, 2, 4...
+  GPUs (powers of two, and all of them).  On n GPUs, A is cut into n row
+  blocks, block i made on worker i; B is one chunk, replicated to every
+  worker once before timing (the time is reported apart), and the
+  scheduler's active memory manager is stopped, since it drops replicas no
+  queued task needs.  Each output row block is pinned (``dask.annotate``)
+  to the worker of its A block: left to itself, the scheduler put both
+  output row blocks on one GPU in all but the first run (two H200s,
+  2026-11-23).
+* Weak scaling: n GPUs each compute ``--weak-rows`` rows (N/4 by default)
+  of C against the same B, so the work per GPU is fixed.
+* Moving chunks (2 GPUs or more): M = N = N/2 and K = N, K cut
+  into one block per GPU, A's and B's K block k made on worker k.  Each
+  chunk product runs where its operands are, and the ⊕ combine tree runs on
+  the worker of its earlier K range, so every combine receives the other
+  range's partial C from another GPU (``n − 1`` of them).  The workers'
+  transfer logs give the bytes moved, the time they were in flight (union
+  of intervals, as a share of the run) and the bandwidth of one transfer.
+* Overhead, at 8192³ (``--overhead-size``): a direct, synchronised
+  ``tropical_gemm.matmul`` call on GPU 0 in this process, against
+  ``tropical_gemm.dask`` with one chunk (and 2×2 chunks) per operand under
+  the threaded scheduler here and on worker 0 of the cluster.
 
-Needs two GPUs; with fewer it says why and exits 0 without writing anything,
-unless ``--allow-one-gpu`` is given, which runs the one-GPU parts.  Kernels
-come from TROPICAL_GEMM_CACHE_DIR (shared with the workers), or are compiled
-on first use.  About a minute on two H200s.
+A run is ``persist()`` of the graph, whose last task on each output block
+synchronises the worker's GPU (a chunk product returns once its kernels are
+queued), then ``wait()``.  The first run is reported as cold, then the
+median of 3; between runs the scheduler forgets every result.  A few rows
+of each scaling point's output blocks are checked on their worker against
+a direct product of those rows.  Kernels come from TROPICAL_GEMM_CACHE_DIR,
+which the workers inherit.  The report's ``model`` entry holds the inputs of
+benchmarks/scale_model.py (ops/s per GPU, bytes/s of a transfer, usable
+device memory) and its answers for 8 and 64 GPUs in a minute.
 
-    python benchmarks/dask_scaling.py [--size 32768] [--overhead-size 8192] [--allow-one-gpu] [--out benchmarks/results]
+    python benchmarks/dask_scaling.py [--size 32768] [--weak-rows 8192] [--overhead-size 8192] [--out DIR]
 
-Writes ``dask-scaling-<device>-<date>.json`` and prints a table.
+Needs dask-cuda (``pip install 'tropical-gemm-jit[dask-cuda]'``).  Writes
+``dask-scaling-<n>gpu-<device>-<date>.json`` and a PNG beside it, and prints
+a table.  Each point is one cold and 3 timed runs, so that the whole fits
+one call of a few minutes on a 4-GPU machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import platform
 import shlex
 import statistics
@@ -52,10 +63,14 @@ from typing import Any, Callable
 import numpy as np
 
 import tropical_gemm as tg
-from results_file import save_report  # benchmarks/ is this script's own directory
+from results_file import pyplot, save_figure, save_report  # benchmarks/ is this script's own directory
+from scale_model import model_of_run
 
 REPS = 3
-ROW_BLOCKS = 2
+#: dask-cuda spills device chunks to host memory past this share of the GPU (its default device_memory_limit).
+DEVICE_MEMORY_SHARE = 0.8
+OVERHEAD_TARGET = 1.10
+SPEEDUP_TARGETS = {2: 1.9, 4: 3.6}
 
 
 def progress(message: str) -> None:
@@ -68,17 +83,44 @@ def gpu_count() -> int:
         import cupy
 
         return cupy.cuda.runtime.getDeviceCount()
-    except Exception:
+    except Exception:  # ImportError, or the CUDA runtime's error (no driver, no device)
         return 0
-
-
-def tops(size: int, seconds: float) -> float:
-    return 2.0 * size**3 / seconds / 1e12
 
 
 def cut(size: int, parts: int) -> list[int]:
     """``size`` cut into ``parts`` nearly equal blocks."""
     return [size // parts + (i < size % parts) for i in range(parts)]
+
+
+def gpu_counts(gpus: int) -> list[int]:
+    """1, 2, 4... up to ``gpus``, and ``gpus`` itself."""
+    counts = [1 << i for i in range(gpus.bit_length()) if 1 << i <= gpus]
+    return counts if counts[-1] == gpus else [*counts, gpus]
+
+
+def owner_of_k_range(key: tuple) -> int:
+    """The first K block of the range a task of ``tropical_gemm.dask.matmul``'s graph covers (2-D operands).
+
+    ``(name-partial, i, k, j)`` is the product of K block k; ``(name-combine-L,
+    i, p, j)`` combines the ranges starting at blocks ``p·2^(L+1)`` and
+    ``p·2^(L+1) + 2^L``; the result ``(name, i, j)`` and what follows it
+    start at block 0.
+    """
+    label = str(key[0])
+    if label.endswith("-partial"):
+        return key[2]
+    head, _, level = label.rpartition("-combine-")
+    return key[2] << (int(level) + 1) if head and level.isdigit() else 0
+
+
+def union_seconds(intervals: list[tuple[float, float]]) -> float:
+    """How long at least one of the ``(start, stop)`` intervals was open."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
 
 
 # ------------------------------------------------------------- worker side
@@ -91,17 +133,10 @@ def random_block(shape: tuple[int, int], seed: int) -> Any:
     return cupy.random.RandomState(seed).random_sample(shape, dtype=np.float32)
 
 
-def synchronize() -> None:
-    import cupy
-
-    cupy.cuda.Device().synchronize()
-
-
-def release_gpu_memory() -> None:
-    """Hand this process's cached, unused GPU blocks back to the driver."""
-    import cupy
-
-    cupy.get_default_memory_pool().free_all_blocks()
+def synchronized(block: Any) -> Any:
+    """``block`` once its GPU has finished the work queued for it."""
+    block.device.synchronize()
+    return block
 
 
 def rows_agree(c_block: Any, a_block: Any, b: Any) -> bool:
@@ -112,136 +147,158 @@ def rows_agree(c_block: Any, a_block: Any, b: Any) -> bool:
     return bool(cupy.array_equal(c_block[rows], tg.matmul(a_block[rows], b, "max_plus")))
 
 
+def take_transfer_log(dask_worker: Any) -> list[dict[str, float]]:
+    """The worker's incoming transfers since the last call (bytes, start, stop), emptying its log."""
+    log = [{"bytes": t["total"], "start": t["start"], "stop": t["stop"]} for t in dask_worker.transfer_incoming_log]
+    dask_worker.transfer_incoming_log.clear()
+    return log
+
+
 # ------------------------------------------------------------- client side
 
 
-def on_workers(client, rows: list[int], cols: list[int], workers: list[str], seed: int) -> tuple[Any, dict]:
-    """A dask array of cupy blocks made on the workers, block (i, j) on worker (i + j) % n; and its futures.
+class Cluster:
+    """A client of the LocalCUDACluster, its workers in GPU order, and the parts' helpers."""
 
-    Each block's future has the array's own key for it, as in a persisted
-    array, so a graph using the array reads the block where it was made.
-    """
-    import cupy
-    import dask.array as da
-    from dask.base import tokenize
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        first_gpu = client.run(lambda: int(os.environ["CUDA_VISIBLE_DEVICES"].split(",")[0]))
+        self.workers = sorted(first_gpu, key=first_gpu.get)
 
-    name = f"random-{tokenize(rows, cols, workers, seed)}"
-    futures = {(name, i, j): client.submit(random_block, (r, c), seed + i * len(cols) + j, key=(name, i, j),
-                                           workers=[workers[(i + j) % len(workers)]])
-               for i, r in enumerate(rows) for j, c in enumerate(cols)}
-    array = da.Array(dict(futures), name, (tuple(rows), tuple(cols)), dtype=np.float32,
-                     meta=cupy.empty((0, 0), np.float32))
-    return array, futures
+    def made(self, rows: list[int], cols: list[int], owner: Callable[[int, int], int], seed: int) -> tuple[Any, list]:
+        """A dask array of cupy blocks, block (i, j) made on worker ``owner(i, j)``; and its futures.
+
+        Each block's future has the array's own key, as in a persisted
+        array, so a graph using the array reads each block where it was made.
+        """
+        import dask.array as da
+        import distributed
+        from dask.base import tokenize
+
+        name = f"random-{tokenize(rows, cols, seed, [owner(i, j) for i in range(len(rows)) for j in range(len(cols))])}"
+        futures = {(name, i, j): self.client.submit(random_block, (r, c), seed + i * len(cols) + j, key=(name, i, j),
+                                                    workers=[self.workers[owner(i, j)]], allow_other_workers=False)
+                   for i, r in enumerate(rows) for j, c in enumerate(cols)}
+        distributed.wait(list(futures.values()))
+        array = da.Array(dict(futures), name, (tuple(rows), tuple(cols)), meta=random_block((0, 0), seed))
+        return array, list(futures.values())
+
+    def product(self, a: Any, b: Any, worker_of: Callable[[tuple], int]) -> Any:
+        """``tgd.matmul(a, b)`` then a synchronisation per output block, every task pinned to ``worker_of(key)``."""
+        import dask
+
+        import tropical_gemm.dask as tgd
+
+        workers = self.workers  # the annotation travels to the scheduler: it must not hold the client
+        with dask.annotate(workers=lambda key: [workers[worker_of(key)]], allow_other_workers=False):
+            c = tgd.matmul(a, b, "max_plus")
+            return c.map_blocks(synchronized, meta=c._meta)
+
+    def timings(self, product: Any) -> tuple[dict[str, Any], Any]:
+        """Cold run, then the median of REPS, each computing ``product`` anew; and the last result.
+
+        Each run's incoming transfers, summed over the workers, go with it.
+        """
+        import distributed
+
+        inputs = {future.key for future in distributed.futures_of(product)}
+        keys = [key for key in product.__dask_graph__() if key not in inputs]
+        self.client.run(take_transfer_log)
+        runs = []
+        for run in range(REPS + 1):
+            start = time.perf_counter()
+            result = self.client.persist(product, optimize_graph=False)  # optimising would drop the annotations
+            distributed.wait(result)
+            seconds = time.perf_counter() - start
+            transfers = [t for log in self.client.run(take_transfer_log).values() for t in log]
+            runs.append({"seconds": seconds, "bytes_moved": sum(t["bytes"] for t in transfers),
+                         "transfer_busy_s": union_seconds([(t["start"], t["stop"]) for t in transfers]),
+                         "transfer_sum_s": sum(t["stop"] - t["start"] for t in transfers)})
+            progress(f"  {seconds:.4f} s, {runs[-1]['bytes_moved'] / 2**30:.2f} GiB moved")
+            if run < REPS:
+                del result
+                self.forget(keys)
+        warm = sorted(runs[1:], key=lambda r: r["seconds"])[len(runs[1:]) // 2]
+        return {"cold_s": runs[0]["seconds"], **warm, "samples_s": [r["seconds"] for r in runs[1:]]}, result
+
+    def forget(self, keys: list) -> None:
+        """Wait until the scheduler holds none of ``keys`` (released once their last future is gone)."""
+        deadline = time.monotonic() + 60
+        while self.client.run_on_scheduler(lambda dask_scheduler: any(key in dask_scheduler.tasks for key in keys)):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the scheduler still holds the previous result after 60 s")
+            time.sleep(0.01)
 
 
-def cluster_timings(client, product: Any) -> tuple[dict[str, Any], Any]:
-    """Timings of persisting ``product`` (as ``timings``), each run computing it anew; and the last result.
-
-    A run is persist + wait + a device synchronisation on every worker, since
-    a task returns once its kernels are queued.  Between runs the scheduler
-    must have forgotten the result and every partial one (the keys that are
-    not input blocks), or it would hand back the ones in memory.
-    """
+def row_blocks_point(cluster: Cluster, gpus: int, rows: int, b: Any, b_block: Any, size: int, seed: int) -> dict:
+    """``rows`` × size times size × size on ``gpus`` workers, A's row block i made on worker i; rows checked."""
     import distributed
 
-    keys = [key for key, task in dict(product.__dask_graph__()).items() if not isinstance(task, distributed.Future)]
-    samples = []
-    for run in range(REPS + 1):
-        start = time.perf_counter()
-        result = client.persist(product, optimize_graph=False)  # optimising would drop the placement annotation
-        distributed.wait(result)
-        client.run(synchronize)
-        samples.append(time.perf_counter() - start)
-        progress(f"  {samples[-1]:.4f} s")
-        if run < REPS:
-            del result
-            forgotten(client, keys)
-    return {"cold_s": samples[0], "seconds": statistics.median(samples[1:]), "samples_s": samples[1:]}, result
+    a, a_blocks = cluster.made(cut(rows, gpus), [size], lambda i, j: i, seed=seed)
+    result, c = cluster.timings(cluster.product(a, b, lambda key: key[1]))  # key[1]: the task's row block
+    c_blocks = distributed.futures_of(c)
+    checks = [cluster.client.submit(rows_agree, c_block, a_block, b_block, pure=False)
+              for c_block, a_block in zip(sorted(c_blocks, key=lambda f: f.key), a_blocks)]
+    rows_ok = all(cluster.client.gather(checks))
+    progress(f"  {gpus} GPU(s), {rows} rows: rows of every output block agree with a direct product: {rows_ok}")
+    return {"gpus": gpus, "m": rows, **result, "tops": 2.0 * rows * size * size / result["seconds"] / 1e12,
+            "rows_agree": rows_ok}
 
 
-def forgotten(client, keys: list) -> None:
-    """Wait until the scheduler holds none of ``keys`` (released once their last future is gone)."""
-    deadline = time.monotonic() + 60
-    while client.run_on_scheduler(lambda dask_scheduler: any(key in dask_scheduler.tasks for key in keys)):
-        if time.monotonic() > deadline:
-            raise RuntimeError("the scheduler still holds the previous result after 60 s")
-        time.sleep(0.01)
+def scaling(cluster: Cluster, size: int, weak_rows: int) -> dict[str, Any]:
+    """B replicated to every worker, then the strong and the weak scaling points."""
+    b, (b_block,) = cluster.made([size], [size], lambda i, j: 0, seed=100)
+    cluster.client.amm.stop()  # its ReduceReplicas policy would drop B's copies between runs
+    start = time.perf_counter()
+    cluster.client.replicate([b_block])
+    replicate_s = time.perf_counter() - start
+    progress(f"B ({4 * size * size / 2**30:.0f} GiB) on all {len(cluster.workers)} workers in {replicate_s:.2f} s")
+    strong, weak = [], []
+    for gpus in gpu_counts(len(cluster.workers)):
+        progress(f"strong scaling, {gpus} GPU(s)")
+        strong.append(row_blocks_point(cluster, gpus, size, b, b_block, size, seed=1000 * gpus))
+        progress(f"weak scaling, {gpus} GPU(s)")
+        weak.append(row_blocks_point(cluster, gpus, weak_rows * gpus, b, b_block, size, seed=1000 * gpus + 500))
+    for point in strong:
+        point["speedup"] = strong[0]["seconds"] / point["seconds"]
+        point["efficiency"] = point["speedup"] / point["gpus"]
+        if point["gpus"] in SPEEDUP_TARGETS:
+            point["target"] = SPEEDUP_TARGETS[point["gpus"]]
+            point["met"] = point["speedup"] >= point["target"]
+    for point in weak:
+        point["efficiency"] = weak[0]["seconds"] / point["seconds"]
+    return {"replicate_b_s": replicate_s, "replicate_b_bytes": 4 * size * size * (len(cluster.workers) - 1),
+            "strong": strong, "weak": weak}
 
 
-def timings(run: Callable[[], float]) -> dict[str, Any]:
-    """The first (cold) run, then the median of REPS more."""
-    cold = run()
-    samples = [run() for _ in range(REPS)]
-    return {"cold_s": cold, "seconds": statistics.median(samples), "samples_s": samples}
+def moving_chunks(cluster: Cluster, size: int, k: int) -> dict[str, Any]:
+    """A size × k times k × size product, K cut into one block per worker: the ⊕ combines cross GPUs."""
+    gpus = len(cluster.workers)
+    progress(f"moving chunks: {size}×{k}×{size}, K in {gpus} blocks, one per GPU")
+    a, _ = cluster.made([size], cut(k, gpus), lambda i, j: j, seed=7000)
+    b, _ = cluster.made(cut(k, gpus), [size], lambda i, j: i, seed=8000)
+    result, _ = cluster.timings(cluster.product(a, b, owner_of_k_range))
+    moved = result["bytes_moved"]
+    return {"gpus": gpus, "m": size, "k": k, "n": size, **result,
+            "transfer_share": result["transfer_busy_s"] / result["seconds"],
+            "link_bytes_per_s": moved / result["transfer_sum_s"] if result["transfer_sum_s"] else None,
+            "expected_bytes": 4 * size * size * (gpus - 1)}
 
 
-def worker_names(client) -> dict[str, str]:
-    return {address: w["name"] for address, w in client.scheduler_info()["workers"].items()}
-
-
-def scaling_point(devices: list[int], size: int, overhead_size: int) -> dict[str, Any]:
-    """The product on a cluster of ``devices``: timings, where the output blocks are, and the row check.
-
-    On a one-GPU cluster, the cluster part of the overhead comparison runs too.
-    """
-    import dask
-    import distributed
-
-    import tropical_gemm.dask as tgd
-
-    progress(f"cluster on GPUs {devices}: starting")
-    with tgd.local_gpu_cluster(devices=devices) as cluster, distributed.Client(cluster) as client:
-        client.wait_for_workers(len(devices), timeout=120)
-        workers = sorted(worker_names(client).values())
-        a, a_blocks = on_workers(client, cut(size, ROW_BLOCKS), [size], workers, seed=1)
-        b, b_blocks = on_workers(client, [size], [size], workers, seed=100)
-        distributed.wait([*a_blocks.values(), *b_blocks.values()])
-        client.run(synchronize)
-        client.amm.stop()  # its ReduceReplicas policy would drop B's copies between runs (seen: 1.4 s runs became 5.7 s)
-        start = time.perf_counter()
-        client.replicate(list(b_blocks.values()))
-        replicate_s = time.perf_counter() - start
-        progress(f"  inputs made on the workers; B on all {len(workers)} in {replicate_s:.2f} s")
-        with dask.annotate(workers=lambda key: [workers[key[1] % len(workers)]], allow_other_workers=False):
-            product = tgd.matmul(a, b, "max_plus")  # key[1] of every task of the product: its row block
-        result, c = cluster_timings(client, product)
-        names = worker_names(client)
-        placement: dict[str, int] = {}
-        for holders in client.who_has(c).values():
-            for address in holders:
-                placement[names[address]] = placement.get(names[address], 0) + 1
-        c_blocks = {f.key: f for f in distributed.futures_of(c)}
-        (b_block,) = b_blocks.values()
-        checks = [client.submit(rows_agree, c_blocks[c_key], a_blocks[a_key], b_block, pure=False)
-                  for (c_key,), (a_key,) in zip(c.__dask_keys__(), a.__dask_keys__())]
-        rows_ok = all(client.gather(checks))
-        progress(f"  rows of every output block agree with a direct product: {rows_ok}")
-        overhead = cluster_overhead(client, workers[0], overhead_size) if len(devices) == 1 else {}
-    return {"gpus": len(devices), **result, "tops": tops(size, result["seconds"]), "replicate_b_s": replicate_s,
-            "placement": placement, "rows_agree": rows_ok, "overhead": overhead}
-
-
-def cluster_overhead(client, worker: str, size: int) -> dict[str, float]:
-    """The overhead product on the one-GPU cluster, with one chunk and with 2×2 chunks per operand."""
-    import distributed
-
-    import tropical_gemm.dask as tgd
-
+def cluster_overhead(cluster: Cluster, size: int) -> dict[str, float]:
+    """The overhead product on worker 0, with one chunk and with 2×2 chunks per operand."""
     out = {}
     for label, parts in (("cluster_1_chunk_s", 1), ("cluster_2x2_s", 2)):
-        a, a_blocks = on_workers(client, cut(size, parts), cut(size, parts), [worker], seed=7)
-        b, b_blocks = on_workers(client, cut(size, parts), cut(size, parts), [worker], seed=70)
-        distributed.wait([*a_blocks.values(), *b_blocks.values()])
-        out[label] = cluster_timings(client, tgd.matmul(a, b, "max_plus"))[0]["seconds"]
+        a, _ = cluster.made(cut(size, parts), cut(size, parts), lambda i, j: 0, seed=7)
+        b, _ = cluster.made(cut(size, parts), cut(size, parts), lambda i, j: 0, seed=70)
+        out[label] = cluster.timings(cluster.product(a, b, lambda key: 0))[0]["seconds"]
         progress(f"  {label}: {out[label]:.4f} s")
     return out
 
 
-# ---------------------------------------------------------------- in-process
-
-
 def local_overhead(size: int) -> dict[str, float]:
     """Direct call against the Dask path under the threaded scheduler, all on GPU 0 of this process."""
+    import cupy
     import dask
     import dask.array as da
 
@@ -253,19 +310,21 @@ def local_overhead(size: int) -> dict[str, float]:
         def run() -> float:
             start = time.perf_counter()
             fn()
-            synchronize()
+            cupy.cuda.Device().synchronize()
             return time.perf_counter() - start
 
-        return timings(run)["seconds"]
+        run()  # cold
+        return statistics.median(run() for _ in range(REPS))
 
     out = {"direct_s": timed(lambda: tg.matmul(a, b, "max_plus"))}
-    progress(f"  direct_s: {out['direct_s']:.4f} s")
     for label, parts in (("threads_1_chunk_s", 1), ("threads_2x2_s", 2)):
         chunks = (cut(size, parts), cut(size, parts))
         x = da.from_array(a, chunks=chunks, asarray=False, name=False)
         y = da.from_array(b, chunks=chunks, asarray=False, name=False)
         out[label] = timed(lambda: dask.compute(tgd.matmul(x, y, "max_plus"), scheduler="threads"))
-        progress(f"  {label}: {out[label]:.4f} s")
+    progress("  " + ", ".join(f"{label}: {seconds:.4f} s" for label, seconds in out.items()))
+    del a, b
+    cupy.get_default_memory_pool().free_all_blocks()  # the cluster's worker on GPU 0 needs the memory
     return out
 
 
@@ -275,69 +334,129 @@ def local_overhead(size: int) -> dict[str, float]:
 def environment(gpus: int) -> dict[str, Any]:
     import cupy
     import dask
+    import dask_cuda
     import distributed
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
     return {
         "device": props["name"].decode(), "gpus": gpus, "arch": f"sm_{props['major']}{props['minor']}",
+        "memory_bytes": props["totalGlobalMem"],
         "versions": {"tropical_gemm": tg.__version__, "cupy": cupy.__version__, "dask": dask.__version__,
-                     "distributed": distributed.__version__, "numpy": np.__version__,
-                     "python": platform.python_version(), "cuda_driver": cupy.cuda.runtime.driverGetVersion()},
+                     "distributed": distributed.__version__, "dask_cuda": dask_cuda.__version__,
+                     "numpy": np.__version__, "python": platform.python_version(),
+                     "cuda_driver": cupy.cuda.runtime.driverGetVersion()},
+        "transport": "tcp (LocalCUDACluster's default protocol)",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python3", *sys.argv]),
     }
 
 
-def run(size: int, overhead_size: int, gpus: int) -> dict[str, Any]:
-    report: dict[str, Any] = {"environment": environment(gpus), "size": size, "overhead_size": overhead_size,
-                              "row_blocks": ROW_BLOCKS, "ops": "2*M*N*K per product (a multiply-add is 2 ops)"}
-    progress(f"{report['environment']['device']} x {gpus}; overhead at {overhead_size}^3 in this process (GPU 0)")
-    overhead = local_overhead(overhead_size)
-    release_gpu_memory()  # its operands are gone with it; the clusters' workers need the memory
-    points = [scaling_point([0], size, overhead_size)]
-    if gpus >= 2:
-        points.append(scaling_point([0, 1], size, overhead_size))
-    for point in points:
-        overhead.update(point.pop("overhead"))
+def run(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
+    import distributed
+    from dask_cuda import LocalCUDACluster
+
+    report: dict[str, Any] = {"environment": environment(gpus), "size": args.size, "weak_rows": args.weak_rows,
+                              "overhead_size": args.overhead_size,
+                              "ops": "2*M*N*K per product (a multiply-add is 2 ops)"}
+    progress(f"{report['environment']['device']} x {gpus}; overhead at {args.overhead_size}^3 in this process")
+    overhead = local_overhead(args.overhead_size)
+    with (LocalCUDACluster(n_workers=gpus, dashboard_address=None) as local_cluster,
+          distributed.Client(local_cluster) as client):
+        client.wait_for_workers(gpus, timeout=120)
+        cluster = Cluster(client)
+        overhead.update(cluster_overhead(cluster, args.overhead_size))
+        report["scaling"] = scaling(cluster, args.size, args.weak_rows)
+        if gpus >= 2:
+            report["moving"] = moving_chunks(cluster, args.size // 2, args.size)
     report["overhead"] = {**overhead, **{label.removesuffix("_s") + "_ratio": seconds / overhead["direct_s"]
-                                         for label, seconds in overhead.items() if label != "direct_s"}}
-    for point in points:
-        point["speedup"] = points[0]["seconds"] / point["seconds"]
-        point["efficiency_per_gpu"] = point["speedup"] / point["gpus"]
-    report["scaling"] = points
+                                         for label, seconds in overhead.items() if label != "direct_s"},
+                          "target_ratio": OVERHEAD_TARGET}
+    report["model"] = model_of_run(report, DEVICE_MEMORY_SHARE)
     return report
 
 
 def table(report: dict[str, Any]) -> list[str]:
-    env, size = report["environment"], report["size"]
-    lines = [f"{env['device']} x {env['gpus']}: float32 max_plus {size}^3 through tropical_gemm.dask "
-             f"(A in {report['row_blocks']} row blocks, B on every GPU)",
-             "  GPUs   seconds   cold (s)  T ops/s  speedup  per-GPU eff.  output blocks       rows agree"]
-    for p in report["scaling"]:
-        placed = ", ".join(f"{name}: {count}" for name, count in sorted(p["placement"].items()))
-        lines.append(f"  {p['gpus']:<5} {p['seconds']:8.3f} {p['cold_s']:10.3f} {p['tops']:8.2f} {p['speedup']:8.2f}"
-                     f" {p['efficiency_per_gpu']:12.0%}  {placed:<19} {p['rows_agree']}")
+    env, size, s = report["environment"], report["size"], report["scaling"]
+    lines = [f"{env['device']} x {env['gpus']}, dask-cuda {env['versions']['dask_cuda']}: float32 max_plus "
+             f"through tropical_gemm.dask (B on every GPU: {s['replicate_b_s']:.1f} s to replicate)",
+             f"  strong, {size}^3:  GPUs  seconds  cold (s)  T ops/s  speedup  efficiency  target  rows agree"]
+    for p in s["strong"]:
+        target = f"{p['target']:.1f} {'met' if p['met'] else 'MISSED'}" if "target" in p else ""
+        lines.append(f"  {'':<17} {p['gpus']:>4} {p['seconds']:8.3f} {p['cold_s']:9.3f} {p['tops']:8.2f}"
+                     f" {p['speedup']:8.2f} {p['efficiency']:11.0%}  {target:<10} {p['rows_agree']}")
+    lines.append(f"  weak, {report['weak_rows']} rows/GPU: GPUs  seconds  T ops/s  efficiency  rows agree")
+    for p in s["weak"]:
+        lines.append(f"  {'':<17} {p['gpus']:>4} {p['seconds']:8.3f} {p['tops']:8.2f} {p['efficiency']:11.0%}"
+                     f"  {p['rows_agree']}")
+    m = report.get("moving")
+    if m:
+        bandwidth = f"{m['link_bytes_per_s'] / 1e9:.2f} GB/s a transfer" if m["link_bytes_per_s"] else "no transfer"
+        lines.append(f"  moving chunks, {m['m']}x{m['k']}x{m['n']} K over {m['gpus']} GPUs: {m['seconds']:.3f} s, "
+                     f"{m['bytes_moved'] / 2**30:.2f} GiB moved (expected {m['expected_bytes'] / 2**30:.2f}), "
+                     f"transfers in flight {m['transfer_share']:.0%} of the time, {bandwidth}")
     o = report["overhead"]
-    lines.append(f"overhead at {report['overhead_size']}^3 on GPU 0          seconds   ratio to direct")
-    for label in ("direct_s", "threads_1_chunk_s", "threads_2x2_s", "cluster_1_chunk_s", "cluster_2x2_s"):
-        name = label.removesuffix("_s")
-        lines.append(f"  {name.replace('_', ' '):<33} {o[label]:9.4f} {o.get(name + '_ratio', 1.0):9.2f}")
+    lines.append(f"  overhead at {report['overhead_size']}^3, ratio to a direct call ({o['direct_s']:.4f} s):  "
+                 + ", ".join(f"{label.removesuffix('_ratio').replace('_', ' ')} {o[label]:.3f}"
+                             for label in o if label.endswith("_ratio") and label != "target_ratio")
+                 + f"  (target <= {o['target_ratio']:.2f} with one chunk)")
+    mo = report["model"]
+    if mo["answers"]:
+        lines.append(f"  model: {mo['ops_per_gpu'] / 1e12:.1f} T ops/s per GPU, {mo['link_bytes_per_s'] / 1e9:.2f} GB/s"
+                     f" per transfer; moving case predicted {mo['moving_check']['predicted_s']:.3f} s, measured"
+                     f" {mo['moving_check']['measured_s']:.3f} s; largest N in 60 s: "
+                     + ", ".join(f"{a['gpus']} GPUs {a['n']} ({'overlapped' if a['overlap'] else 'after'}, "
+                                 f"{a['bound']})" for a in mo["answers"]))
     return lines
+
+
+def plot(report: dict[str, Any], path: Path) -> bool:
+    plt = pyplot()
+    if plt is None:
+        return False
+    s = report["scaling"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    gpus = [p["gpus"] for p in s["strong"]]
+    left.plot(gpus, gpus, "--", color="gray", label="ideal")
+    left.plot(gpus, [p["speedup"] for p in s["strong"]], "o-", label=f"strong, {report['size']}³")
+    left.plot(gpus, [p["efficiency"] * p["gpus"] for p in s["weak"]], "s-",
+              label=f"weak, {report['weak_rows']} rows per GPU (efficiency × GPUs)")
+    left.set(xlabel="GPUs", ylabel="speedup over one GPU", xticks=gpus,
+             title=f"{report['environment']['device']} x {report['environment']['gpus']}")
+    left.legend(fontsize=8)
+    m = report.get("moving")
+    if m:
+        busy = m["transfer_busy_s"]
+        right.barh([0], [m["seconds"] - busy], color="tab:blue", label="no transfer in flight")
+        right.barh([0], [busy], left=[m["seconds"] - busy], color="tab:red", label="transfers in flight")
+        right.set(yticks=[], xlabel="seconds",
+                  title=f"K over {m['gpus']} GPUs: {m['bytes_moved'] / 2**30:.1f} GiB moved over TCP")
+        right.legend(fontsize=8)
+    else:
+        right.set_axis_off()
+    return save_figure(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", type=int, default=32768, help="N of the N×N×N scaling product")
+    parser.add_argument("--size", type=int, default=32768, help="N of the N×N×N strong-scaling product")
+    parser.add_argument("--weak-rows", type=int, help="rows of C per GPU in the weak scaling (default: size/4)")
     parser.add_argument("--overhead-size", type=int, default=8192, help="N of the overhead product")
-    parser.add_argument("--allow-one-gpu", action="store_true", help="with one GPU, run the one-GPU parts")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
+    args.weak_rows = args.weak_rows or args.size // 4
     gpus = gpu_count()
-    if gpus < 1 or (gpus < 2 and not args.allow_one_gpu):
-        print(f"dask_scaling needs 2 GPUs (or 1 with --allow-one-gpu); cupy sees {gpus}: nothing measured")
+    if gpus < 1:
+        print("dask_scaling needs a CUDA GPU; cupy sees none: nothing measured")
         return 0
-    report = run(args.size, args.overhead_size, gpus)
-    save_report(report, args.out, "dask-scaling", table(report))
+    try:
+        import dask_cuda  # noqa: F401
+    except ImportError as exc:
+        print(f"dask_scaling needs dask-cuda ({exc}): pip install 'tropical-gemm-jit[dask-cuda]'")
+        return 1
+    report = run(args, gpus)
+    path = save_report(report, args.out, f"dask-scaling-{gpus}gpu", table(report))
+    if plot(report, path.with_suffix(".png")):
+        print(f"wrote {path.with_suffix('.png')}")
     return 0
 
 

@@ -2,12 +2,13 @@
 # The whole GPU side in one call on a CUDA machine: compile the catalogue,
 # the GPU test suite (skips there are failures), then the benchmarks.
 # PYTEST_ARGS adds pytest options to the tests stage (e.g. "-n 8" with pytest-xdist).
-# Stages: warmup, tests, startup, throughput, torch, host (default: all); compile
-# (every kernel's NVRTC time), einsum (benchmarks/einsum.py), cpu (benchmarks/cpu.py on
+# Stages: warmup, tests, startup, throughput, torch, host (default: all); lifecycle
+# (benchmarks/lifecycle.py: one-call scripts in fresh processes, run twice; LIFECYCLE_ARGS adds options); compile
+# (every kernel's NVRTC time), einsum (benchmarks/einsum.py), counting (benchmarks/counting.py), cpu (benchmarks/cpu.py on
 # this machine's cores, the Rust crate from a wheel in .whl/rust); compile_times.py
 # checks every catalogue kernel against the 1.0 s budget of a tuned kernel; and
-# tune (tile-shape search), multigpu (the two-GPU tests and benchmarks/dask_scaling.py;
-# needs 2 GPUs and the dask wheels in .whl) and large (operands and outputs over
+# tune (tile-shape search), multigpu (the multi-GPU tests and benchmarks/dask_scaling.py on
+# dask-cuda's LocalCUDACluster; needs 2 GPUs or more and the wheels in .whl, below) and large (operands and outputs over
 # 2**31 elements, ~17 GiB of GPU memory), run by hand.  Results and logs go to $OUT
 # (the device tool's output folder) or benchmarks/results/gpu-run.
 #
@@ -18,8 +19,17 @@ mkdir -p "$OUT"
 stages=${*:-warmup tests startup throughput torch host}
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-if [ -d .whl ]; then   # wheels the GPU machine lacks (platformdirs), carried along
+if [ -d .whl ]; then   # wheels the GPU machine lacks (platformdirs, dask, distributed, dask-cuda...), carried along
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH
+  # .whl/fallback: compiled packages dask-cuda needs that the image has in some version; the carried
+  # ones go in only where the image's cannot serve (cuda-core >= 0.5 has cuda.core.Device). cuda-core,
+  # cuda-bindings and cuda-pathfinder go in together, in one call: --target replaces the whole cuda/ folder.
+  if [ -d .whl/fallback ]; then
+    python3 -c "from cuda.core import Device" 2>/dev/null ||
+      python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/fallback/cuda_*.whl
+    python3 -c "import pandas" 2>/dev/null ||
+      python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/fallback/{pandas,python_dateutil,six}-*.whl
+  fi
 fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "note: editable install failed; running from PYTHONPATH"
 export TROPICAL_GEMM_CACHE_DIR=${TROPICAL_GEMM_CACHE_DIR:-/tmp/tropical-gemm-cache}
@@ -39,10 +49,16 @@ for stage in $stages; do
     host) { python3 benchmarks/host_overhead.py --out "$OUT" && python3 benchmarks/host_overhead.py --cold-start --out "$OUT"; } 2>&1 | tee "$OUT/host.log"; s=${PIPESTATUS[0]} ;;
     compile) CUDA_CACHE_DISABLE=1 python3 benchmarks/compile_times.py --out "$OUT" 2>&1 | tee "$OUT/compile-times.log"; s=${PIPESTATUS[0]} ;;
     einsum) python3 benchmarks/einsum.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/einsum.log"; s=${PIPESTATUS[0]} ;;
+    counting) python3 benchmarks/counting.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/counting.log"; s=${PIPESTATUS[0]} ;;
     cpu) python3 benchmarks/cpu.py --out "$OUT" ${RUST_WHEEL:+--rust-wheel "$RUST_WHEEL"} 2>&1 | tee "$OUT/cpu.log"; s=${PIPESTATUS[0]} ;;
+    lifecycle) python3 benchmarks/lifecycle.py --out "$OUT" ${LIFECYCLE_ARGS:-} 2>&1 | tee "$OUT/lifecycle.log"; s=${PIPESTATUS[0]} ;;
     tune) python3 benchmarks/tune_tiles.py --out "$OUT" 2>&1 | tee "$OUT/tune.log"; s=${PIPESTATUS[0]} ;;
     torch) python3 benchmarks/torch_layer.py --out "$OUT" 2>&1 | tee "$OUT/torch.log"; s=${PIPESTATUS[0]} ;;
-    multigpu) python3 -m pytest -m "multi_gpu" --require-gpu --require-multi-gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-multigpu.log"; s=${PIPESTATUS[0]}
+    multigpu) { python3 -c "import dask, distributed, dask_cuda, pandas, cuda.core as cc
+print('dask', dask.__version__, 'distributed', distributed.__version__, 'dask-cuda', dask_cuda.__version__,
+      'pandas', pandas.__version__, 'cuda-core', cc.__version__)"
+                python3 -m pytest -m multi_gpu --require-gpu --require-multi-gpu -q -p no:cacheprovider tests; } 2>&1 |
+                tee "$OUT/pytest-multigpu.log"; s=${PIPESTATUS[0]}
               python3 benchmarks/dask_scaling.py --out "$OUT" 2>&1 | tee "$OUT/dask-scaling.log"; [ "${PIPESTATUS[0]}" -eq 0 ] || s=1 ;;
     large) python3 -m pytest -q -p no:cacheprovider --require-gpu tests/test_large_sizes.py 2>&1 | tee "$OUT/pytest-large.log"; s=${PIPESTATUS[0]} ;;
     *) echo "unknown stage $stage"; s=2 ;;
@@ -51,6 +67,6 @@ for stage in $stages; do
   [ "$s" -eq 0 ] || status=1
 done
 echo "=== summary"
-grep -hE "passed|failed" "$OUT/pytest-gpu.log" 2>/dev/null | tail -1
+grep -hE "passed|failed" "$OUT"/pytest-*.log 2>/dev/null | tail -2
 for f in "$OUT"/*.log; do echo "--- $(basename "$f")"; tail -n 25 "$f"; done | grep -v "^\s*$" | tail -n 120
 exit $status

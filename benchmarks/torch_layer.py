@@ -26,8 +26,11 @@ On CUDA (float32, max_plus):
   autograd's device threads off show how much the hand-over weighs.  One
   kernel launch through the engine is timed too: how fast this host is.
 
-On the CPU the same, at sizes the numpy engine handles in moments.  Without
-a GPU only the CPU part runs.
+On the CPU the same, at sizes the CPU engine handles in moments, and the Rust
+``tropical-gemm`` 0.4.0 package's PyTorch module (``tropical_gemm.pytorch``,
+in a virtual environment of its own, as ``cpu.py`` installs it) on the same
+forward+backward at 256^3, in rounds interleaved with ours; where the crate
+cannot be installed the report says why.  Without a GPU only the CPU part runs.
 
     python benchmarks/torch_layer.py [--out benchmarks/results]
 
@@ -381,6 +384,39 @@ def environment() -> dict[str, object]:
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
 
+#: Interleaved rounds of ours and the Rust module's forward+backward on the CPU; each side keeps its best round.
+RUST_ROUNDS = 3
+
+
+def rust_module_vs_ours(size: int) -> dict[str, object]:
+    """The Rust package's PyTorch forward+backward against ours, in interleaved rounds, or why it could not run."""
+    import json
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from cpu_peers import runner_env, rust_python  # benchmarks/ is this script's own directory
+
+    try:
+        venv_dir = Path(tempfile.gettempdir()) / "tropical-gemm-rust-venv"
+        python = rust_python(venv_dir, None)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return {"size": size, "unavailable": f"the Rust crate could not be installed: {exc}"}
+    torch_site = str(Path(torch.__file__).resolve().parents[1])
+    runner = str(Path(__file__).with_name("torch_rust_runner.py"))
+    ours = torch_calls(*leaves(size, "cpu"))["forward_backward"]
+    rounds = []
+    for _ in range(RUST_ROUNDS):
+        done = subprocess.run([str(python), runner, torch_site, str(size), "5"], capture_output=True, text=True,
+                              cwd=venv_dir, env=runner_env(venv_dir))
+        if done.returncode != 0:
+            return {"size": size, "unavailable": f"the Rust module's runner failed: {done.stderr[-1000:]}"}
+        rounds.append({"rust_s": json.loads(done.stdout)["seconds"], "ours_s": cpu_seconds(ours)})
+    rust_s, ours_s = min(r["rust_s"] for r in rounds), min(r["ours_s"] for r in rounds)
+    return {"size": size, "rounds": rounds, "rust_forward_backward_s": rust_s, "torch_forward_backward_s": ours_s,
+            "ours_over_rust": ours_s / rust_s}
+
+
 def run() -> dict[str, object]:
     report: dict[str, object] = {"environment": environment()}
     if torch.cuda.is_available():
@@ -398,6 +434,7 @@ def run() -> dict[str, object]:
         "overhead": overhead("cpu", lambda: None),
         "layer": layer(CPU_LAYER, "cpu", cpu_seconds),
         "broadcast": {"size": CPU_LAYER, "broadcast_forward_backward_s": cpu_seconds(lambda: broadcast_forward_backward(*cube))},
+        "rust_module": rust_module_vs_ours(CPU_LAYER),
     }
     return report
 
@@ -433,6 +470,12 @@ def table(report: dict[str, object]) -> list[str]:
             if "speedup" in bc:
                 line += f" (ours {bc['torch_forward_backward_s'] * 1e3:.3f} ms, {bc['speedup']:.1f}x faster)"
             lines.append(line)
+        rust = part.get("rust_module")
+        if rust is not None:
+            lines.append(f"  Rust tropical-gemm 0.4.0 PyTorch module fwd+bwd {rust['size']}^3: "
+                         + (rust["unavailable"] if "unavailable" in rust else
+                            f"{rust['rust_forward_backward_s'] * 1e3:.3f} ms, ours "
+                            f"{rust['torch_forward_backward_s'] * 1e3:.3f} ms ({rust['ours_over_rust']:.2f}x its time)"))
         lines += overhead_lines(part["overhead"])
     if "cuda" in report:
         threads_off = report["cuda"]["overhead_autograd_threads_off"]

@@ -7,11 +7,13 @@ fixed (sm_90) and "loading" returns a record of what would have been loaded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,15 +81,67 @@ def cache_files(root: Path, suffix: str) -> list[Path]:
 
 
 def run_python(code: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter with the test's cache environment."""
-    full_env = {**os.environ, **env, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"}
+    """Run ``code`` in a fresh interpreter with the test's cache environment.
+
+    The tests and this checkout come first on its path, then whatever the
+    caller's ``PYTHONPATH`` held (packages a GPU machine is given as wheels).
+    """
+    path = os.pathsep.join(filter(None, (str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH"))))
+    full_env = {**os.environ, **env, "PYTHONPATH": path}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def slow_workers(monkeypatch: Any, delay: float, log: "Path | None" = None) -> None:
+    """Compile workers started from now on sleep ``delay`` s before each compile and log it to ``log``.
+
+    Through ``tests/slow_compile/sitecustomize.py``, which the worker's fresh
+    interpreter imports from PYTHONPATH: the worker is another process, so
+    patching this one would not reach it.
+    """
+    paths = [str(REPO / "tests" / "slow_compile"), str(REPO), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    monkeypatch.setenv("TG_TEST_COMPILE_DELAY", str(delay))
+    if log is not None:
+        monkeypatch.setenv("TG_TEST_COMPILE_LOG", str(log))
+
+
+def compile_log(log: Path) -> list[tuple[str, int, float, float]]:
+    """``slow_workers``' log: (kernel name, worker pid, started, ended) per compile."""
+    if not log.exists():
+        return []
+    return [(name, int(pid), float(start), float(end))
+            for name, pid, start, end in (line.split() for line in log.read_text().splitlines())]
 
 
 def last_json_line(output: str) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
+
+@contextlib.contextmanager
+def fresh_default_registry() -> Iterator[Registry]:
+    """An empty ``Registry`` (nothing loaded on any device) as the process's default, inside the block.
+
+    ``jit.reset`` swaps the registry behind ``jit.get_function`` and
+    ``jit.stats`` and the tiers over it; the CUDA engine's prepared products
+    (which hold kernels bound from the registry they were prepared with) are
+    forgotten too, and the old registry comes back after the block.
+    """
+    import tropical_gemm.jit as jit
+    from tropical_gemm.engines.cuda import prepared
+
+    def forget_prepared() -> None:
+        prepared.prepare_product.cache_clear()
+        prepared.prepare_backward.cache_clear()
+
+    saved = jit.default_registry()
+    fresh = jit.reset(Registry())
+    forget_prepared()
+    try:
+        yield fresh
+    finally:
+        jit.reset(saved)
+        forget_prepared()
 
 
 class Recorder:

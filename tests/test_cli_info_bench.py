@@ -227,13 +227,24 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_the_progress_bar_draws_on_a_terminal_only():
-    terminal, pipe = Terminal(), io.StringIO()
-    for stream in (terminal, pipe):
-        bar = ProgressBar(stream)
-        bar.update(1, 4, "first")
-        bar.update(4, 4, "last")
-        bar.finish()
-    assert terminal.getvalue().endswith(f"\r\x1b[2K[{'#' * 30}] 4/4 last\n")
-    assert f"[{'#' * 7}{'.' * 23}] 1/4 first" in terminal.getvalue()
-    assert pipe.getvalue() == ""
+def test_the_progress_bar_shows_rate_and_time_left_on_a_terminal():
+    terminal = Terminal()
+    bar = ProgressBar(terminal, unit="kernel", description="warmup")
+    for done in range(1, 5):
+        bar.update(done, 4, f"kernel {done}")
+    bar.finish()
+    last = terminal.getvalue().rsplit("\r", 1)[-1]
+    assert last.startswith("warmup: 100%") and "4/4 [" in last and "kernel/s" in last and last.endswith("kernel 4]\n")
+
+
+def test_without_a_terminal_progress_is_a_line_every_few_seconds():
+    pipe, now = io.StringIO(), [0.0]
+    bar = ProgressBar(pipe, unit="kernel", description="warmup", interval=5.0, clock=lambda: now[0])
+    for done in range(1, 21):  # one step a second
+        now[0] = float(done)
+        bar.update(done, 20, f"kernel {done}")
+    bar.finish()
+    lines = pipe.getvalue().splitlines()
+    assert [line.split()[-1] for line in lines] == ["1", "6", "11", "16", "20"]
+    assert lines[1].startswith("warmup:  30% 6/20 [00:06<00:14,  1.00kernel/s]")
+    assert "\r" not in pipe.getvalue()

@@ -9,6 +9,7 @@ k wins) and the ``-1`` rule are checked across block boundaries.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -147,18 +148,30 @@ def test_the_k_blocks_are_reduced_as_a_pairwise_tree():
 
 
 def test_distributed_local_cluster_with_processes():
+    """Two worker processes: the graph's tasks, and a user's closure that names the package, run there."""
     distributed = pytest.importorskip("distributed")
     a, b = operands("float32", (20, 33, 14), seed=5)
     want_c, want_k = tg.matmul(a, b, "max_plus", argmax=True)
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
+    semiring = "max_plus"  # the graph's: the workers have its kernel already
+
+    def rows_and_pid(x: np.ndarray, y: np.ndarray) -> tuple:  # pickled by value, with ``tg`` and ``semiring``
+        return tg.matmul(x, y, semiring, argmax=True), os.getpid()
+
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
                                   timeout="60s") as cluster, distributed.Client(cluster, timeout="60s") as client:
         c, k = tgd.matmul(da.from_array(a, chunks=(7, 9)), da.from_array(b, chunks=(9, 5)), "max_plus", argmax=True)
         futures = client.compute([c, k])
         distributed.wait(futures, timeout=120)
         got_c, got_k = client.gather(futures)
+        closure = client.submit(rows_and_pid, a[:6], b, pure=False)
+        (closure_c, closure_k), worker_pid = closure.result(timeout=120)
         assert len(client.scheduler_info()["workers"]) == 2
     assert_identical(got_c, want_c)
     assert_identical(got_k, want_k)
+    want_rows = tg.matmul(a[:6], b, semiring, argmax=True)
+    assert_identical(closure_c, want_rows[0])
+    assert_identical(closure_k, want_rows[1])
+    assert worker_pid != os.getpid()
 
 
 # ---- errors: the core's, raised when the graph is built --------------------------------------------
@@ -181,9 +194,16 @@ def test_different_or_unsupported_dtypes_raise_type_error():
         tgd.matmul(da.ones((3, 4), dtype=bool, chunks=2), da.ones((4, 2), dtype=bool, chunks=2))
 
 
-def test_one_dimensional_operands_raise_value_error():
-    with pytest.raises(ValueError, match="at least 2 dimensions"):
-        tgd.matmul(da.ones(4, chunks=2), da.ones((4, 2), chunks=2))
+def test_one_dimensional_operands_follow_numpy_matmul():
+    rng = np.random.default_rng(11)
+    v, m = rng.normal(size=4), rng.normal(size=(4, 3))
+    c, k = tgd.matmul(da.from_array(v, chunks=2), da.from_array(m, chunks=2), argmax=True)
+    assert c.shape == k.shape == (3,)
+    want_c, want_k = tg.matmul(v, m, argmax=True)
+    np.testing.assert_array_equal(c.compute(), want_c)
+    np.testing.assert_array_equal(k.compute(), want_k)
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        tgd.matmul(da.ones((), chunks=()), da.ones((4, 2), chunks=2))
 
 
 def test_unknown_chunk_sizes_raise_value_error():

@@ -1,9 +1,11 @@
-"""tropical_gemm.dask on several GPUs: one worker per GPU, or chunks on several GPUs of one process.
+"""tropical_gemm.dask on several GPUs: dask-cuda's ``LocalCUDACluster``, or chunks on several GPUs of one process.
 
-The first tests need no GPU: ``local_gpu_cluster`` starts its worker
-processes with ``CUDA_VISIBLE_DEVICES`` set, whether or not a GPU is there.
-The ``gpu`` tests compare cupy-chunked products, computed on two GPUs, with
-``tropical_gemm.matmul`` on the whole arrays on the CPU, bit for bit.
+The products are cupy-chunked, computed on two GPUs, and compared bit for
+bit with ``tropical_gemm.matmul`` on the whole arrays on the CPU.  A user's
+script that runs a product on a two-GPU cluster is run twice: both runs
+must exit cleanly (the script and every worker), and the second must find
+every kernel on disk.  dask-cuda is imported by these tests only: where it
+is missing they skip with the reason, and fail under ``--require-gpu``.
 """
 
 from __future__ import annotations
@@ -19,59 +21,41 @@ import dask  # noqa: E402
 
 import tropical_gemm as tg  # noqa: E402
 import tropical_gemm.dask as tgd  # noqa: E402
-from conftest import gpu_unavailable_reason  # noqa: E402
+from jit_helpers import last_json_line, run_python  # noqa: E402
 from test_dask import assert_identical, operands  # noqa: E402
+from tropical_gemm.jit import cache as dc  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.multi_gpu]
 
 #: (M, K, N) and the row, K and column blocks: K in three uneven blocks.
 SHAPE = (96, 150, 80)
 ROWS, KS, COLS = (40, 56), (50, 64, 36), (30, 50)
 
 
-def worker_names(client) -> dict[str, str]:
-    """Worker name (``gpu-<device>``) → address."""
-    return {w["name"]: address for address, w in client.scheduler_info()["workers"].items()}
+@pytest.fixture(scope="module")
+def dask_cuda(pytestconfig):
+    try:
+        import dask_cuda
+    except ImportError as exc:
+        why = f"dask-cuda is not importable ({exc}); pip install 'tropical-gemm-jit[dask-cuda]'"
+        if pytestconfig.getoption("--require-gpu"):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    return dask_cuda
 
 
-def test_local_gpu_cluster_shows_each_worker_its_own_gpu():
-    with tgd.local_gpu_cluster(devices=[0, 1]) as cluster, distributed.Client(cluster, timeout="60s") as client:
-        names = worker_names(client)
-        seen = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
-        assert sorted(names) == ["gpu-0", "gpu-1"]
-        assert (seen[names["gpu-0"]], seen[names["gpu-1"]]) == ("0", "1")
-        assert set(client.nthreads().values()) == {1}
-
-
-def test_devices_are_numbered_as_this_process_sees_them(monkeypatch):
-    # The mask names GPUs that need not exist.  distributed's GPU monitor looks
-    # up the first GPU of the mask through NVML (an error where NVML is there),
-    # so it is switched off: in this process, whose NVML state may be set by an
-    # earlier test, and in the workers, which inherit the config.
-    from distributed.diagnostics import nvml
-
-    monkeypatch.setattr(nvml, "device_get_count", lambda: 0)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    with (dask.config.set({"distributed.diagnostics.nvml": False}),
-          tgd.local_gpu_cluster(devices=[1]) as cluster,
+@pytest.fixture(scope="module")
+def gpu_client(dask_cuda):
+    """A client of a ``LocalCUDACluster`` of two workers, one per GPU."""
+    with (dask_cuda.LocalCUDACluster(n_workers=2, dashboard_address=None) as cluster,
           distributed.Client(cluster, timeout="60s") as client):
-        assert list(client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"]).values()) == ["5"]
-    with pytest.raises(ValueError, match=r"device 2 is not among the 2 GPUs that CUDA_VISIBLE_DEVICES='3,5' shows"):
-        tgd.local_gpu_cluster(devices=[2])
+        client.wait_for_workers(2, timeout=120)
+        yield client
 
 
-@pytest.mark.parametrize("devices", [[], [0, 0]])
-def test_devices_must_name_each_gpu_once(devices):
-    with pytest.raises(ValueError, match="at least one GPU, each once"):
-        tgd.local_gpu_cluster(devices=devices)
-
-
-def test_all_gpus_without_a_gpu_is_a_clear_error():
-    if gpu_unavailable_reason() is None:
-        pytest.skip("a CUDA GPU is usable here")
-    with pytest.raises(RuntimeError, match=r"local_gpu_cluster\(\) found no CUDA GPU .*pass devices="):
-        tgd.local_gpu_cluster()
-
-
-# ---- on GPUs ------------------------------------------------------------------------------------------
+def worker_gpus(client) -> dict[str, str]:
+    """Worker address → the GPU it was given (the first of its ``CUDA_VISIBLE_DEVICES``, its device 0)."""
+    return client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"].split(",")[0])
 
 
 def blocks_of(x: np.ndarray, rows: tuple[int, ...], cols: tuple[int, ...]):
@@ -96,41 +80,6 @@ def to_host(x: da.Array) -> da.Array:
     return x.map_blocks(cupy.asnumpy, meta=np.empty((0,) * x.ndim, x.dtype))
 
 
-@pytest.fixture(scope="module")
-def gpu_client():
-    with tgd.local_gpu_cluster() as cluster, distributed.Client(cluster, timeout="60s") as client:
-        client.wait_for_workers(len(cluster.workers), timeout=120)
-        yield client
-
-
-@pytest.mark.gpu
-@pytest.mark.multi_gpu
-@pytest.mark.parametrize("semiring, dtype", [("max_plus", "float32"), ("max_min", "int32")])
-def test_cupy_chunks_on_a_cluster_of_two_gpus_equal_the_single_array_product(gpu_client, semiring, dtype):
-    client = gpu_client
-    names = worker_names(client)
-    workers = sorted(names)[:2]
-    addresses = [names[w] for w in workers]  # client.run takes addresses, client.submit names too
-    a, b = operands(dtype, SHAPE, seed=11)
-    want_c, want_k = tg.matmul(a, b, semiring, argmax=True)
-    x = made_on_workers(client, a, ROWS, KS, workers)
-    y = made_on_workers(client, b, KS, COLS, workers)
-    c, k = tgd.matmul(x, y, semiring, argmax=True)
-    futures = client.compute([to_host(c), to_host(k), to_host(tgd.matmul(x, y, semiring))])
-    distributed.wait(futures, timeout=300)
-    got_c, got_k, values_only = client.gather(futures)
-    assert_identical(got_c, want_c)
-    assert_identical(got_k, want_k)
-    assert_identical(values_only, want_c)
-    import cupy
-
-    loads = client.run(lambda: tg.jit.stats()["loads"], workers=addresses)
-    assert all(n > 0 for n in loads.values()), loads  # both workers ran kernels
-    assert set(client.run(lambda: cupy.cuda.runtime.getDeviceCount(), workers=addresses).values()) == {1}
-    gpus = client.run(gpu_identity, workers=addresses)
-    assert len(set(gpus.values())) == 2, gpus  # on two different GPUs
-
-
 def gpu_identity() -> tuple:
     """What tells this process's device 0 apart from other GPUs: UUID and full PCI location.
 
@@ -143,8 +92,74 @@ def gpu_identity() -> tuple:
                  for v in (props.get(k) for k in ("uuid", "pciDomainID", "pciBusID", "pciDeviceID")))
 
 
-@pytest.mark.gpu
-@pytest.mark.multi_gpu
+@pytest.mark.parametrize("semiring, dtype", [("max_plus", "float32"), ("max_min", "int32")])
+def test_cupy_chunks_on_a_cluster_of_two_gpus_equal_the_single_array_product(gpu_client, semiring, dtype):
+    """Blocks alternate between the workers, so chunk products and ⊕ combines take operands from both GPUs."""
+    client = gpu_client
+    workers = sorted(worker_gpus(client))
+    a, b = operands(dtype, SHAPE, seed=11)
+    want_c, want_k = tg.matmul(a, b, semiring, argmax=True)
+    x = made_on_workers(client, a, ROWS, KS, workers)
+    y = made_on_workers(client, b, KS, COLS, workers)
+    c, k = tgd.matmul(x, y, semiring, argmax=True)
+    futures = client.compute([to_host(c), to_host(k), to_host(tgd.matmul(x, y, semiring))])
+    distributed.wait(futures, timeout=300)
+    got_c, got_k, values_only = client.gather(futures)
+    assert_identical(got_c, want_c)
+    assert_identical(got_k, want_k)
+    assert_identical(values_only, want_c)
+    loads = client.run(lambda: tg.jit.stats()["loads"], workers=workers)
+    assert all(n > 0 for n in loads.values()), loads  # both workers ran kernels
+    gpus = client.run(gpu_identity, workers=workers)
+    assert len(set(gpus.values())) == 2, gpus  # on two different GPUs
+
+
+USERS_SCRIPT = """
+import json, logging
+import cupy, distributed, numpy as np
+from dask_cuda import LocalCUDACluster
+import tropical_gemm as tg, tropical_gemm.dask as tgd
+from test_dask import operands
+from test_dask_gpu import made_on_workers, to_host, worker_gpus
+
+a, b = operands("float32", (300, 400, 200), seed=21)
+want_c, want_k = tg.matmul(a, b, "max_plus", argmax=True)
+nannies = logging.getLogger("distributed.nanny")  # they say, at INFO, how a worker ended that did not exit with 0
+nannies.setLevel(logging.INFO)
+nannies.addHandler(logging.StreamHandler())
+with LocalCUDACluster(n_workers=2, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    workers = sorted(worker_gpus(client))
+    x = made_on_workers(client, a, (150, 150), (250, 150), workers)
+    y = made_on_workers(client, b, (250, 150), (120, 80), workers)
+    c, k = tgd.matmul(x, y, "max_plus", argmax=True)
+    got_c, got_k = client.gather(client.compute([to_host(c), to_host(k)]))
+    stats = client.run(lambda: {key: tg.jit.stats()[key] for key in ("compiled", "disk_hits", "loads")})
+equal = bool(np.array_equal(got_c, want_c, equal_nan=True) and np.array_equal(got_k, want_k))
+print(json.dumps({"equal": equal, "workers": list(stats.values())}))
+"""
+
+#: What the nannies and Python write when a worker or the script does not end cleanly.
+UNCLEAN = ("killed by signal", "killed by unknown signal", "exited with status", "still alive after",
+           "Traceback")
+
+
+def test_workers_exit_cleanly_and_the_second_run_is_warm(dask_cuda, cache_root):
+    """A user's script, run twice over one empty cache: each exits 0, its workers too; the second compiles nothing."""
+    runs = []
+    for _ in range(2):
+        done = run_python(USERS_SCRIPT, {dc.ENV_CACHE_DIR: str(cache_root)}, timeout=300)
+        assert done.returncode == 0, done.stderr
+        unclean = [line for line in done.stderr.splitlines() if any(word in line for word in UNCLEAN)]
+        assert not unclean, done.stderr
+        runs.append(last_json_line(done.stdout))
+    first, second = runs
+    assert first["equal"] and second["equal"]
+    assert len(first["workers"]) == len(second["workers"]) == 2
+    assert sum(w["compiled"] for w in first["workers"]) >= 1
+    assert all(w["loads"] > 0 for w in first["workers"] + second["workers"])  # both workers ran kernels
+    assert all(w["compiled"] == 0 and w["disk_hits"] == w["loads"] for w in second["workers"]), second
+
+
 @pytest.mark.parametrize("scheduler", ["threads", "sync"])
 def test_chunks_on_both_gpus_of_one_process_meet_in_tasks(scheduler):
     """Block (i, j) of each operand on device (i + j) % 2: half the chunk products get operands from both."""

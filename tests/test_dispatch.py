@@ -249,13 +249,13 @@ def test_dead_code_is_gone():
     assert not hasattr(dtypes, "is_float") and not hasattr(tg.Semiring, "grad_rule")
 
 
-def test_routing_plain_arrays_imports_nothing(tmp_path):
-    """numpy imports numpy.ma lazily, and loading it costs more than a warm product: routing must not."""
+def test_dispatching_plain_arrays_imports_nothing(tmp_path):
+    """numpy imports numpy.ma lazily, and loading it costs more than a warm product: the dispatch rule must not."""
     import subprocess
     import sys
 
-    code = ("import sys, numpy as np; from tropical_gemm.routing import route; "
-            "assert route((np.ones(2), np.ones(2)), None, 'matmul') is None; "
+    code = ("import sys, numpy as np; from tropical_gemm.frontends import front_end; "
+            "assert front_end((np.ones(2), [1.0, 2.0]), None, 'matmul') is None; "
             "print(sorted(m for m in ('numpy.ma', 'torch', 'dask') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                             env={**__import__("os").environ, "PYTHONPATH": str(PACKAGE.parent)})

@@ -155,3 +155,28 @@ def test_the_readme_says_whose_figures_they_are():
     assert paragraphs, "no figures found: the check is idle"
     unnamed = [p[:80] for p in paragraphs if not machine.search(p)]
     assert unnamed == []
+
+
+def _nav_pages() -> list[str]:
+    """The pages of mkdocs.yml's navigation, in order (``index.md``, ``semantics.md``, ...)."""
+    return re.findall(r"^  - [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+
+
+def test_the_examples_table_names_every_example():
+    table = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = sorted(p.name for p in (ROOT / "examples").glob("*.py"))
+    assert examples, "no examples found: the check is idle"
+    assert [name for name in examples if f"| `examples/{name}` |" not in table] == []
+    assert [name for name in examples if f"`examples/{name}`" not in readme] == []
+
+
+def test_the_readme_lists_every_page():
+    pages = _nav_pages()
+    assert "einsum.md" in pages and "architecture.md" in pages, pages
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\* \[docs/(\S+\.md)\]\(docs/\S+\.md\)", readme, re.M)
+    assert [page for page in pages if page != "changelog.md" and page not in listed] == []
+    assert [page for page in listed if page not in pages] == []
+    for path in (ROOT / "docs").glob("*.md"):  # every page is in the navigation
+        assert path.name in pages, path.name

@@ -168,9 +168,9 @@ def test_an_unsupported_argument_is_a_type_error_naming_the_type():
 
 def test_a_missing_driver_library_says_what_to_do(monkeypatch):
     monkeypatch.setattr(driver, "_LIBRARY_NAMES", ("libcuda-that-does-not-exist.so.1",))
-    driver.library.cache_clear()
+    driver._initialised_library.cache_clear()
     try:
         with pytest.raises(driver.DriverError, match="not loadable.*NVIDIA driver.*numpy arrays"):
             driver.library()
     finally:
-        driver.library.cache_clear()
+        driver._initialised_library.cache_clear()

@@ -306,11 +306,11 @@ def test_mixed_dtypes_and_libraries_are_refused():
     with pytest.raises(TypeError, match=r"different dtypes \(operand 0: float64, operand 1: float32\)"):
         tg.einsum("ij,jk", np.ones((2, 2)), np.ones((2, 2), dtype=np.float32))
     torch = pytest.importorskip("torch")
-    with pytest.raises(TypeError, match="mix array libraries"):
+    with pytest.raises(TypeError, match="operand 0 is a numpy.ndarray but another operand is a torch tensor"):
         tg.einsum("ij,jk", np.ones((2, 2)), torch.ones(2, 2, dtype=torch.float64))
     with pytest.raises(TypeError, match="unsupported dtype"):
         tg.einsum("ij->i", np.ones((2, 2), dtype=np.complex64))
-    with pytest.raises(TypeError, match="optimize must be"):
+    with pytest.raises(TypeError, match="optimize=3 is not one of the accepted forms"):
         tg.einsum("ij->i", np.ones((2, 2)), optimize=3)
     with pytest.raises(ValueError, match=r"name 1 operand\(s\), but 0 were passed"):
         tg.einsum("")

@@ -19,7 +19,7 @@ def small_ints(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> 
     ("ij,jk->ik", [(5, 6), (6, 7)]), ("bij,bjk->kbi", [(2, 3, 4), (2, 4, 5)]), ("ij->j", [(6, 3)]), ("i->", [(5,)])])
 def test_direct_configuration_equals_the_walk(subscripts, shapes):
     """Where one step chose everything the argmax is returned as it is; the general walk must agree."""
-    from tropical_gemm.einsum import _parse, backtrack, einsum_plan
+    from tropical_gemm.einsum import parse_call, backtrack, einsum_plan
     from tropical_gemm.einsum.lower import array_ops, execute
     from tropical_gemm.semirings import get_semiring
 
@@ -29,7 +29,7 @@ def test_direct_configuration_equals_the_walk(subscripts, shapes):
     plan = einsum_plan(subscripts, *ops)
     assert backtrack.direct(plan) is not None
     value, config = tg.einsum(subscripts, *ops, return_configuration=True)
-    parsed, _ = _parse(subscripts, tuple(ops))
+    parsed, _ = parse_call(subscripts, tuple(ops))
     _, argmaxes = execute(plan, parsed, ops, array_ops("cpu"), get_semiring("max_plus"), True)
     walked = backtrack.walk(plan, parsed, argmaxes, lambda: value == -np.inf)
     assert set(config) == set(walked)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tropical_gemm as tg
-from tropical_gemm.einsum import _parse, backtrack, einsum_plan
+from tropical_gemm.einsum import parse_call, backtrack, einsum_plan
 from tropical_gemm.einsum.device_walk import HEADER, encode, plan_walk
 from tropical_gemm.einsum.lower import array_ops, execute
 from tropical_gemm.semirings import get_semiring, semirings
@@ -73,7 +73,7 @@ def operands(rng: np.random.Generator, shapes: list, dtype: str, semiring: str) 
 def host_walk(subscripts: str, ops: list, semiring: str, optimize) -> tuple:
     """The plan, the parse, the CPU result and argmaxes, and the host walk's configuration."""
     plan = einsum_plan(subscripts, *ops, optimize=optimize)
-    parsed, _ = _parse(subscripts, tuple(ops))
+    parsed, _ = parse_call(subscripts, tuple(ops))
     sr = get_semiring(semiring)
     result, argmaxes = execute(plan, parsed, ops, array_ops("cpu"), sr, True)
     want = backtrack.walk(plan, parsed, argmaxes, lambda: result == sr.zero(result.dtype))
@@ -150,11 +150,11 @@ def test_the_plan_reads_output_axes_and_known_labels_and_checks_the_zero_only_wi
     for subscripts, optimize, check_zero in [("ij,jk,l->ikl", [(0, 1), (0, 1)], True),
                                              ("ij,jk,l->ikl", [(0, 2), (0, 1)], False)]:
         plan = einsum_plan(subscripts, *ops, optimize=optimize)
-        walk = plan_walk(plan, _parse(subscripts, tuple(ops))[0])
+        walk = plan_walk(plan, parse_call(subscripts, tuple(ops))[0])
         assert walk.check_zero is check_zero and walk.names == ("j",) and walk.chosen == (True,)
         assert not walk.all_dead and [w for s in walk.steps for w in s.writes] == [(0, 4)]
     empty = [np.ones((3, 0)), np.ones((0, 4))]
-    assert plan_walk(einsum_plan("ij,jk->ik", *empty), _parse("ij,jk->ik", tuple(empty))[0]).all_dead
+    assert plan_walk(einsum_plan("ij,jk->ik", *empty), parse_call("ij,jk->ik", tuple(empty))[0]).all_dead
 
 
 
@@ -193,7 +193,7 @@ def gpu_walks(subscripts: str, ops: list, semiring: str, optimize) -> tuple[dict
     from tropical_gemm.einsum.device_walk import device_walk
 
     plan = einsum_plan(subscripts, *ops, optimize=optimize)
-    parsed, _ = _parse(subscripts, tuple(ops))
+    parsed, _ = parse_call(subscripts, tuple(ops))
     sr = get_semiring(semiring)
     result, argmaxes = execute(plan, parsed, [cupy.asarray(x) for x in ops], array_ops("cuda"), sr, True)
     got = device_walk(plan, parsed, argmaxes, result, sr)
@@ -245,7 +245,7 @@ def test_gpu_device_walk_on_larger_networks_and_wide_indices(monkeypatch):
     ops = operands(rng, shapes, "int64", "min_plus")
     got, want = gpu_walks(subscripts, ops, "min_plus", optimize)
     plan = einsum_plan(subscripts, *ops, optimize=optimize)
-    parsed, _ = _parse(subscripts, tuple(ops))
+    parsed, _ = parse_call(subscripts, tuple(ops))
     sr = get_semiring("min_plus")
     result, argmaxes = execute(plan, parsed, [cupy.asarray(x) for x in ops], array_ops("cuda"), sr, True)
     wide = [None if idx is None else cupy.asarray(cupy.asnumpy(idx).astype(np.int64)) for idx in argmaxes]

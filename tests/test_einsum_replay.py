@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tropical_gemm as tg
-from tropical_gemm.einsum import _parse, _optimize_key, program as prog
+from tropical_gemm.einsum import parse_call, _optimize_key, program as prog
 from tropical_gemm.einsum.lower import array_ops, execute, permuted, reduce_rows_cpu
 from tropical_gemm.einsum.plan import make_plan
 from tropical_gemm.semirings import get_semiring
@@ -75,7 +75,7 @@ def element_strides(x: np.ndarray) -> tuple[int, ...]:
 
 
 def traced(subscripts, operands, want_argmax, optimize="greedy"):
-    parsed, ops = _parse(subscripts, tuple(operands))
+    parsed, ops = parse_call(subscripts, tuple(operands))
     plan = make_plan(parsed, _optimize_key(optimize))
     program = prog.trace(plan, parsed, tuple(x.shape for x in ops), tuple(element_strides(x) for x in ops),
                          ops[0].itemsize, want_argmax)
@@ -148,7 +148,7 @@ def test_a_left_fold_of_101_matrices_reuses_two_buffers_and_needs_no_copy():
     for t in range(101):
         args += [rng.standard_normal((16, 16)).astype(np.float32), [t, t + 1]]
     path = [(0, 1)] + [(0, 100 - t) for t in range(1, 100)]
-    parsed, ops = _parse(args[0], tuple(args[1:] + [[0, 101]]))
+    parsed, ops = parse_call(args[0], tuple(args[1:] + [[0, 101]]))
     plan = make_plan(parsed, _optimize_key(path))
     program = prog.trace(plan, parsed, tuple(x.shape for x in ops), tuple(element_strides(x) for x in ops), 4, False)
     assert all(isinstance(op, prog.Product) for op in program.ops) and len(program.ops) == 100
@@ -227,7 +227,7 @@ def test_the_replay_on_an_emulated_device_is_the_array_path(subscripts, shapes, 
     try:
         host = operands_for(shapes, layouts, "float32", np.random.default_rng(len(subscripts)))
         device = [DeviceArray(memory, x) for x in host]
-        parsed, _ = _parse(subscripts, tuple(host))
+        parsed, _ = parse_call(subscripts, tuple(host))
         for _ in range(2):  # built, then replayed from the cache
             got = replay.run(parsed, _optimize_key("greedy"), device, get_semiring("max_plus"), want_argmax)
             plan = make_plan(parsed, _optimize_key("greedy"))
@@ -266,7 +266,7 @@ def test_a_cached_replay_runs_the_baseline_until_the_tuned_kernel_is_servable(mo
         rng = np.random.default_rng(0)
         x, y = rng.standard_normal((6, 5, 7)).astype(np.float32), rng.standard_normal((7, 6, 4)).astype(np.float32)
         device = [DeviceArray(memory, x), DeviceArray(memory, y)]
-        parsed, _ = _parse("ijk,kil->jl", (x, y))
+        parsed, _ = parse_call("ijk,kil->jl", (x, y))
         for compiling in (True, False):
             tiers.compiling = compiling
             launches.clear()
@@ -278,7 +278,7 @@ def test_a_cached_replay_runs_the_baseline_until_the_tuned_kernel_is_servable(mo
         assert replay.prepared.cache_info().hits == 1
         (x2,) = [DeviceArray(memory, x)]
         launches.clear()
-        assert replay.run(_parse("ijk->j", (x,))[0], "auto", [x2], get_semiring("min_plus"), False) is not None
+        assert replay.run(parse_call("ijk->j", (x,))[0], "auto", [x2], get_semiring("min_plus"), False) is not None
         (gather, _, _, x_args, _), (reduce, _, _, r_args, _) = launches  # (i, k) is no view of j-major memory: a copy first
         assert (gather, reduce) == ("gather", "reduce") and x_args[0] == x2.data.ptr and r_args[0] == x_args[1]
         assert r_args[3:] == (5, 42, 42, 1)  # rows, k, and the copy's strides
@@ -292,7 +292,7 @@ def test_a_cached_replay_runs_the_baseline_until_the_tuned_kernel_is_servable(mo
 
 def _general(subscripts, ops, semiring, want_argmax):
     """The array path on cupy arrays: ``lower.execute`` with the engine's products."""
-    parsed, ops = _parse(subscripts, tuple(ops))
+    parsed, ops = parse_call(subscripts, tuple(ops))
     plan = make_plan(parsed, _optimize_key("auto"))
     return execute(plan, parsed, list(ops), array_ops("cuda"), get_semiring(semiring), want_argmax)
 
@@ -319,7 +319,7 @@ def test_gpu_replay_equals_the_array_path_bit_for_bit(subscripts, shapes, layout
     ops = operands_for(shapes, layouts, dtype, np.random.default_rng(len(subscripts) + len(shapes)), semiring, cupy)
     assert [x.strides for x in ops] == [x.strides for x in host]
     for want_argmax in (False, True):
-        parsed, dev = _parse(subscripts, tuple(ops))
+        parsed, dev = parse_call(subscripts, tuple(ops))
         replayed = replay.run(parsed, _optimize_key("auto"), list(dev), get_semiring(semiring), want_argmax)
         if not make_plan(parsed, _optimize_key("auto")).steps:
             assert replayed is None
@@ -375,6 +375,6 @@ def test_gpu_signatures_addresses_cannot_serve_take_the_array_path():
     empty = np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32)
     for a, b in (half, empty):
         da, db = cupy.asarray(a), cupy.asarray(b)
-        parsed, _ = _parse("ij,jk->ik", (da, db))
+        parsed, _ = parse_call("ij,jk->ik", (da, db))
         assert replay.run(parsed, "auto", [da, db], get_semiring("max_plus"), False) is None
         np.testing.assert_array_equal(cupy.asnumpy(tg.einsum("ij,jk->ik", da, db)), tg.einsum("ij,jk->ik", a, b))

@@ -10,7 +10,7 @@ from tropical_gemm.engines import cpu, cuda
 from tropical_gemm.engines.protocol import Engine
 
 ENGINES = [cpu, cuda]
-METHODS = ["as_array", "empty", "is_c_contiguous", "may_share_memory", "forward", "backward"]
+METHODS = ["as_array", "empty", "is_c_contiguous", "may_share_memory", "forward", "backward", "count_forward"]
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.NAME)
@@ -36,6 +36,7 @@ def test_engine_functions_take_the_protocols_parameters(engine, method):
 def test_a_module_missing_a_function_is_not_an_engine():
     class Partial:
         NAME = "partial"
-        as_array = empty = is_c_contiguous = may_share_memory = forward = staticmethod(lambda *a: None)
+        as_array = empty = is_c_contiguous = may_share_memory = forward = count_forward = staticmethod(
+            lambda *a: None)
 
     assert not isinstance(Partial(), Engine)  # no backward

@@ -8,12 +8,11 @@ in tests/test_first_call.py.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
-from jit_helpers import cache_files, gpu_free_registry, run_python
+from jit_helpers import cache_files, compile_log, gpu_free_registry, run_python, slow_workers
 from tropical_gemm.jit import CompileError, make_spec
 from tropical_gemm.jit.tiering import Tiers
 
@@ -34,9 +33,10 @@ def test_uncached_kernel_is_served_by_baseline_then_swapped_in(cache_root):
     tiers = _tiers(cache_root)
     registry = tiers.registry
     assert tiers.serve_baseline(TUNED, 0, (RESOLVE,))
+    assert registry.stats()["kernels_in_memory"] == 0  # compiling in a worker process
     assert tiers.wait(60)
-    assert registry.stats()["kernels_in_memory"] == 0  # built, not loaded: loading is the caller's
-    assert not tiers.serve_baseline(TUNED, 0, (RESOLVE,))  # adopted here, on this thread
+    assert registry.stats()["kernels_in_memory"] == 2  # adopted by wait, on this thread
+    assert not tiers.serve_baseline(TUNED, 0, (RESOLVE,))
     names = {call.name for call in registry._loader.calls}
     assert names == {TUNED.name, RESOLVE.name}
     stats = tiers.stats()
@@ -123,7 +123,7 @@ def test_failed_background_compile_is_logged_not_raised(cache_root, caplog):
         tiers.registry.get_function(TUNED, 0)
 
 
-def test_prefetch_compiles_in_background_and_get_function_waits(cache_root):
+def test_prefetch_compiles_in_background_and_get_function_serves_at_once(cache_root):
     tiers = _tiers(cache_root)
     tiers.prefetch([BACKWARD, TUNED], 0)
     assert tiers.stats()["prefetched"] == 2
@@ -134,58 +134,54 @@ def test_prefetch_compiles_in_background_and_get_function_waits(cache_root):
     assert tiers.stats()["prefetched"] == 2
 
 
-def test_independent_compiles_run_side_by_side(cache_root):
-    """Two background builds overlap in time (NVRTC releases the GIL; threads, not a queue)."""
-    registry = gpu_free_registry()
-    spans: dict[str, tuple[float, float]] = {}
-    build = registry.build
+def test_a_launch_of_a_kernel_a_worker_is_compiling_does_not_wait_for_the_worker(cache_root, monkeypatch):
+    """The caller compiles it itself behind the cache's lock; the slow worker then finds the entry on disk."""
+    slow_workers(monkeypatch, 5)
+    tiers = _tiers(cache_root)
+    tiers.prefetch([BACKWARD], 0)
+    started = time.monotonic()
+    assert tiers.get_function(BACKWARD, 0).name == BACKWARD.name
+    assert time.monotonic() - started < 4
+    assert tiers.wait(60)
+    assert tiers.registry.stats()["compiled"] == 1 and tiers.stats()["tuned_swaps"] == 1
 
-    def timed(spec, target, **kwargs):
-        started = time.perf_counter()
-        outcome = build(spec, target, **kwargs)
-        time.sleep(0.3)  # long enough to overlap on any machine
-        spans[spec.name] = (started, time.perf_counter())
-        return outcome
 
-    registry.build = timed
-    tiers = Tiers(registry)
-    tiers.set_enabled(True)
+def test_independent_compiles_run_side_by_side(cache_root, monkeypatch, tmp_path):
+    """Two background builds overlap in time (a worker process each, not a queue)."""
+    log = tmp_path / "compiles.log"
+    slow_workers(monkeypatch, 0.5, log)
+    tiers = _tiers(cache_root)
     tiers.prefetch([BACKWARD, RESOLVE], 0)
-    assert all(t.daemon for t in tiers._threads)
-    tiers.wait(60)
-    (s1, e1), (s2, e2) = spans.values()
-    assert max(s1, s2) < min(e1, e2)
+    assert tiers.wait(60)
+    (_, pid1, s1, e1), (_, pid2, s2, e2) = compile_log(log)
+    assert pid1 != pid2 and max(s1, s2) < min(e1, e2)
 
 
-def test_a_pending_compile_does_not_keep_the_interpreter_alive(cache_root):
+def test_exit_waits_for_a_pending_compile_within_its_bound(cache_root, monkeypatch):
+    """A process exits with its own status while its compile is slow; TROPICAL_GEMM_EXIT_WAIT bounds the wait."""
+    slow_workers(monkeypatch, 60)
     code = """
-        import time
         from jit_helpers import gpu_free_registry
         from tropical_gemm.jit import make_spec
         from tropical_gemm.jit.tiering import Tiers
-        registry = gpu_free_registry()
-        registry.build = lambda spec, target, **kw: time.sleep(60)
-        tiers = Tiers(registry); tiers.set_enabled(True)
+        tiers = Tiers(gpu_free_registry()); tiers.set_enabled(True)
         assert tiers.serve_baseline(make_spec("forward", "max_plus", "float32"), 0)
         print("started")
     """
+    env = {"TROPICAL_GEMM_CACHE_DIR": str(cache_root), "TROPICAL_GEMM_EXIT_WAIT": "1"}
     started = time.perf_counter()
-    result = run_python(code, {"TROPICAL_GEMM_CACHE_DIR": str(cache_root)}, timeout=50)
-    assert result.returncode == 0, result.stderr
-    assert "started" in result.stdout
-    assert time.perf_counter() - started < 30
+    result = run_python(code, env, timeout=50)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "started\n", "")
+    assert 1 <= time.perf_counter() - started < 30
 
 
-def test_wait_with_timeout_reports_unfinished(cache_root):
-    registry = gpu_free_registry()
-    release = threading.Event()
-    registry.build = lambda spec, target, **kw: release.wait(30)
-    tiers = Tiers(registry)
-    tiers.set_enabled(True)
+def test_wait_with_timeout_reports_unfinished(cache_root, monkeypatch):
+    slow_workers(monkeypatch, 2)
+    tiers = _tiers(cache_root)
     tiers.serve_baseline(TUNED, 0)
     assert tiers.wait(0.05) is False
-    release.set()
-    assert tiers.wait(30) is True
+    assert tiers.wait(60) is True
+    assert not tiers.serve_baseline(TUNED, 0)
 
 
 def test_asking_without_start_starts_nothing(cache_root):
@@ -206,3 +202,28 @@ def test_a_binary_the_driver_refuses_at_the_swap_keeps_the_baseline(cache_root):
     tiers.wait(60)
     assert tiers.serve_baseline(TUNED, 0)  # the swap failed: logged, counted, not raised
     assert tiers.stats()["background_failures"] == 1 and tiers.stats()["tuned_swaps"] == 0
+
+
+def test_a_worker_builds_through_the_cache_without_importing_numpy_or_the_api(cache_root, tmp_path):
+    """Its start-up is time a call may wait for: it imports the compiler and the cache, nothing above them."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tropical_gemm.jit import compile_worker
+
+    registry = gpu_free_registry()
+    request = registry.request_for(BACKWARD, registry.target(0))
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / compile_worker.JOB_FILE).write_text(json.dumps(
+        {"parent": os.getpid(), "cache_root": str(cache_root), "requests": [compile_worker.request_to_json(request)]}))
+    jit_folder = Path(compile_worker.__file__).parent
+    program = compile_worker._WORKER_MAIN + "print(sorted({'numpy', 'tropical_gemm.api'} & set(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", program, str(job), str(jit_folder.parent), str(jit_folder)],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
+    assert len(cache_files(cache_root, ".cubin")) == 1
+    assert json.loads((job / compile_worker.RESULTS_FILE).read_text())["outcomes"][0]["compiled"] is True

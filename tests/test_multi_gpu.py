@@ -15,10 +15,9 @@ import pytest
 
 import tropical_gemm as tg
 import tropical_gemm.jit as jit
-from jit_helpers import last_json_line, run_python
+from jit_helpers import fresh_default_registry, last_json_line, run_python
 from reference import assert_same_bits
 from strategies import operand_pair
-from tropical_gemm.jit import Registry
 from tropical_gemm.jit import cache as dc
 
 pytestmark = [pytest.mark.gpu, pytest.mark.multi_gpu]
@@ -42,11 +41,10 @@ def cp():
 
 
 @pytest.fixture
-def fresh_registry(cache_root, monkeypatch):
+def fresh_registry(cache_root):
     """The process-wide registry replaced by an empty one (nothing loaded on any device), over an empty cache."""
-    registry = Registry()
-    monkeypatch.setattr(jit, "_registry", registry)
-    return registry
+    with fresh_default_registry() as registry:
+        yield registry
 
 
 def same_arch(cp) -> None:

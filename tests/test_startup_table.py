@@ -26,3 +26,25 @@ def test_the_table_shows_the_warm_medians_on_the_gpu_and_on_the_host():
     assert named["warm, on the host"] == "55.0 ms"
     assert named["cold, tiered"] == "0.300 s"
     assert named["per call warm"] == "5.40 ms"
+
+
+def _process(status: int, stderr: str, first: float, tier: str, compiled: int, on_disk: int) -> dict:
+    row = {"status": status, "stderr": stderr, "on_disk": on_disk, "clean": status == 0 and not stderr}
+    if status == 0:
+        row.update(first_result_s=first, first_tier=tier, compiled=compiled, baseline_launches=int(tier == "baseline"))
+    return row
+
+
+def test_the_lifecycle_summary_counts_abnormal_exits_and_second_run_compiles():
+    lifecycle = load_script("benchmarks", "lifecycle")
+    pairs = [{"first": _process(0, "", 0.2, "baseline", 1, 2), "second": _process(0, "", 0.03, "tuned", 0, 2)},
+             {"first": _process(-11, "Segmentation fault", 0, "", 0, 1),
+              "second": _process(0, "", 0.05, "baseline", 1, 2)}]
+    row = lifecycle.summary("cupy f32 max_plus 1024³", pairs)
+    assert (row["processes"], row["abnormal"], row["signals"]) == (4, 1, 1)
+    assert (row["second_compiles"], row["second_baseline_launches"]) == (1, 1)
+    assert row["second_s"] == 0.04 and row["first_tiers"] == ["?", "baseline"]
+    lines = lifecycle.table({"environment": {"device": "a GPU", "commit": "abcdef0"}, "repeats": 2, "jobs": 1,
+                             "stories": [row]})
+    assert lines[-1] == "4 processes, 1 abnormal exits"
+    assert "| 1 (1 by a signal) |" in lines[3]

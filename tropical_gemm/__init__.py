@@ -14,13 +14,15 @@ from types import ModuleType
 from ._version import __version__
 from .api import matmul, matmul_backward
 from .dtypes import SUPPORTED_DTYPES
-from .semirings import Semiring, get_semiring, semirings
+from .semirings import Semiring, counting_semirings, get_counting_semiring, get_semiring, semirings
 
 __all__ = [
     "SUPPORTED_DTYPES",
     "Semiring",
     "__version__",
+    "counting_semirings",
     "einsum",
+    "get_counting_semiring",
     "get_semiring",
     "jit",
     "matmul",

@@ -3,8 +3,9 @@
 Validation lives here, not in the engines, so every engine sees arrays whose
 shapes, dtypes and output buffers are already known to be right, and every
 error names the problem the same way whatever array library was passed.
-Before any of it, ``routing`` sends torch tensors and dask arrays to their
-own layers.  float16 and bfloat16 operands are widened to float32 for the
+Before any of it, the dispatch rule (``frontends``) sends torch tensors and
+dask arrays to their front ends, which sit above this module, and lists and
+Python scalars are promoted as numpy would.  float16 and bfloat16 operands are widened to float32 for the
 engine and the result is rounded once (``half``), so engines never see them.
 """
 
@@ -17,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from . import half
-from .dtypes import argmax_dtype, common_dtype, differentiable, is_half
+from .counting import matmul as counting_matmul
+from .dtypes import argmax_dtype, common_dtype, differentiable, is_half, promote_untyped
 from .engines import array_kind, select_engine
-from .routing import route
+from .frontends import front_end
 from .semirings import Semiring, get_semiring
 from .shapes import NO_VECTORS, ProductShape, Vectors, product_shape, promote_vectors
 
@@ -40,8 +42,9 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     [`tropical_gemm.dask.matmul`][tropical_gemm.dask.matmul] and stay lazy.
     Masked arrays are refused (their mask would be ignored).
 
-    Dtypes are those of ``SUPPORTED_DTYPES``, the same for both operands.
-    float16 and bfloat16 are computed in float32 and rounded once, which is
+    Dtypes are those of ``SUPPORTED_DTYPES``, the same for both operands;
+    lists and Python scalars first take numpy's promotion (NEP 50: a list of
+    floats is float64, as in ``numpy.matmul``).  float16 and bfloat16 are computed in float32 and rounded once, which is
     the exact result rounded to the half dtype (see the semantics page).
 
     With ``argmax=True`` it returns ``(C, argmax)``, where ``argmax[..., i, j]``
@@ -50,6 +53,14 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     a C-contiguous array for ``C``, or with ``argmax=True`` a pair of them.
     An output too large for the machine's memory is a ``MemoryError`` that
     names its size, raised before anything is allocated.
+
+    The counting semirings (``count_max_plus``, ``count_min_plus``) take each
+    operand as a tuple ``(values, counts)`` of one shape and return such a
+    pair: the tropical product's values, and how many ways reach each one
+    (``⊕`` keeps the better value and adds the counts of a tie, ``⊗`` adds
+    the values and multiplies the counts).  Values are float32 or float64,
+    counts non-negative integers, returned as exact int64: a count past
+    ``2**63 - 1`` raises ``OverflowError``, a negative one ``ValueError``.
 
     Examples:
         >>> import numpy as np, tropical_gemm as tg
@@ -60,11 +71,18 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
         (array([[1.]]), array([[1]], dtype=int32))
         >>> tg.matmul(np.array([0., 1.]), np.array([[2., 0.], [0., 5.]]))   # 1-D: as numpy.matmul
         array([2., 6.])
+        >>> v, c = tg.matmul((np.array([[1., 2.]]), np.array([[3, 1]])),
+        ...                  (np.array([[1.], [0.]]), np.array([[2], [5]])), "count_max_plus")
+        >>> v, c   # 1 + 1 = 2 + 0: both ks reach 2, in 3·2 + 1·5 ways
+        (array([[2.]]), array([[11]]))
     """
     if type(a) is not np.ndarray or type(b) is not np.ndarray or out is not None:
-        routed = route((a, b), out, "matmul")
-        if routed is not None:
-            return routed(a, b, semiring, argmax=argmax, out=out)
+        if isinstance(a, tuple) or isinstance(b, tuple):  # (values, counts) pairs: a counting semiring
+            return counting_matmul(a, b, semiring, argmax=argmax, out=out)
+        front = front_end((a, b), out, "matmul")
+        if front is not None:
+            return front.matmul(a, b, semiring, argmax=argmax)
+        a, b = promote_untyped((a, b))
     engine = select_engine(a, b)
     a, b = engine.as_array(a), engine.as_array(b)
     sr = get_semiring(semiring)
@@ -140,7 +158,7 @@ def matmul_backward(
         (array([[0., 1.]]), array([[0.],
                [1.]]))
     """
-    route((a, b, grad_c, argmax), out, "matmul_backward")
+    front_end((a, b, grad_c, argmax), out, "matmul_backward")
     engine = select_engine(grad_c, a, b, argmax)
     grad_c, a, b, argmax = (engine.as_array(x) for x in (grad_c, a, b, argmax))
     sr = get_semiring(semiring)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ._version import __version__
 from .api import matmul
-from .cli import checked_number
+from .options import checked_number
 
 SEMIRING = "max_plus"
 DTYPE = "float32"

@@ -25,6 +25,7 @@ from .jit.cache.config import comma_list
 from .jit import log as jit_log
 from .jit.compiler import NvrtcUnavailableError, Target
 from .jit.spec import KernelSpec
+from .options import checked_number
 from .progress import ProgressBar
 
 
@@ -93,7 +94,7 @@ def _run_warmup(args: argparse.Namespace) -> int:
     from .jit import warmup
     from .jit.warmup import NoGpuForArchError
 
-    bar = ProgressBar(sys.stderr)
+    bar = ProgressBar(sys.stderr, unit="kernel", description="warmup")
 
     def progress(done: int, total: int, spec: KernelSpec, target: Target) -> None:
         bar.update(done, total, f"{spec.name} ({target.tag})")
@@ -162,21 +163,6 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
                                              "them all to the cache; a bad bundle imports nothing.")
     import_.add_argument("file", type=Path, help="bundle written by 'cache export'")
     import_.set_defaults(handler=_run_cache_import)
-
-
-def checked_number(text: str, convert: Callable[[str], float], minimum: float, what: str) -> float:
-    """``convert(text)`` for an option's value, or argparse's error saying what the option takes.
-
-    ``convert`` raises ``ValueError`` for text that is no number; a number
-    below ``minimum`` is refused too.
-    """
-    try:
-        value = convert(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}, got {text!r}")
-    return value
 
 
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
@@ -323,7 +309,7 @@ def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_bench(args: argparse.Namespace) -> int:
     from .bench import run_bench
 
-    return run_bench(args, ProgressBar(sys.stderr))
+    return run_bench(args, ProgressBar(sys.stderr, description="bench"))
 
 
 # ---- demo --------------------------------------------------------------------------------------

@@ -11,23 +11,23 @@ its K block, and the combine step lets the earlier K range win ties, so the
 results, argmax included, are bit-identical to one ``tropical_gemm.matmul``
 call on the whole arrays.
 
-For several GPUs, [`local_gpu_cluster`][tropical_gemm.dask.local_gpu_cluster]
-starts one worker process per GPU.  In one process, chunks may also sit on
-different GPUs: a task whose cupy operands live on two devices copies the
-later one to the earlier one's device and computes there.
+For several GPUs, dask-cuda's ``LocalCUDACluster`` (or ``dask cuda worker``
+on each host of a larger cluster) gives one worker process per GPU, with
+that GPU as its current device: each chunk product runs where its worker
+holds the chunks.  In one process, chunks may also sit on different GPUs: a
+task whose cupy operands live on two devices copies the later one to the
+earlier one's device and computes there.
 
-``import tropical_gemm.dask`` needs Dask: ``pip install 'tropical-gemm-jit[dask]'``.
+``import tropical_gemm.dask`` needs Dask: ``pip install 'tropical-gemm-jit[dask]'``;
+the cluster of GPUs needs dask-cuda too: ``pip install 'tropical-gemm-jit[dask-cuda]'``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import operator
-import os
 import sys
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -41,9 +41,10 @@ from . import api
 from .dtypes import argmax_dtype, common_dtype
 from .engines import array_kind
 from .semirings import Semiring, get_semiring
-from .shapes import product_shape
+from .shapes import product_shape, promote_vectors
+from .dask_einsum import einsum
 
-__all__ = ["local_gpu_cluster", "matmul"]
+__all__ = ["einsum", "matmul"]
 
 Key = tuple
 
@@ -52,8 +53,8 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
     """Tropical matrix product of two dask arrays, lazily, as a Dask graph.
 
     The rules are those of [`tropical_gemm.matmul`][tropical_gemm.matmul]:
-    shapes ``(..., M, K) @ (..., K, N)`` with broadcast batch dimensions, the
-    same errors, and with ``argmax=True`` a pair ``(C, argmax)`` where argmax
+    shapes ``(..., M, K) @ (..., K, N)`` with broadcast batch dimensions
+    (1-D operands as in ``numpy.matmul``), the same errors, and with ``argmax=True`` a pair ``(C, argmax)`` where argmax
     is the smallest global ``k`` that wins, ``-1`` where ``C`` is the
     semiring's zero.  Chunks may be numpy or cupy arrays (not a mix); anything
     else is wrapped by ``dask.array.asarray``.  ``b`` is rechunked along K
@@ -69,7 +70,7 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
         >>> c.compute(), k.compute()   # 5 + 0 wins at k = 2 and k = 3: the smallest k is kept
         (array([[5.]]), array([[2]], dtype=int32))
     """
-    a, b = da.asarray(a), da.asarray(b)
+    a, b, vectors = promote_vectors(da.asarray(a), da.asarray(b))
     sr = get_semiring(semiring)
     dtype = common_dtype(a.dtype, b.dtype)
     _check_known_chunks(a, b)
@@ -80,7 +81,8 @@ def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: b
             f"{type(b._meta).__name__}); move one to the other's device first"
         )
     a, b = _aligned(a, b, shape.batch)
-    return _product(a, b, sr, dtype, argmax_dtype(shape.k) if argmax else None)
+    result = _product(a, b, sr, dtype, argmax_dtype(shape.k) if argmax else None)
+    return tuple(map(vectors.squeeze, result)) if argmax else vectors.squeeze(result)
 
 
 def _check_known_chunks(a: da.Array, b: da.Array) -> None:
@@ -270,83 +272,3 @@ def _moved_to_device_of(target: Any, x: Any) -> Any:
         moved = cupy.asarray(x)
         cupy.cuda.get_current_stream().synchronize()
     return moved
-
-
-# ------------------------------------------------------------- several GPUs
-
-
-def local_gpu_cluster(devices: "Sequence[int] | None" = None, *, threads_per_worker: int = 1,
-                      dashboard_address: "str | None" = ":0", **worker_options: Any):
-    """A ``distributed`` cluster on this machine with one worker process per GPU, each seeing only its GPU.
-
-    A worker's cupy chunks, those it creates and those it receives, land on
-    its current device, which is device 0 of its process unless it is told
-    otherwise.  So each worker (a ``distributed.Nanny`` process) starts with
-    ``CUDA_VISIBLE_DEVICES`` set to its one GPU, before CUDA starts in it:
-    device 0 there is that GPU, and every chunk product the worker runs goes
-    to it.  ``devices`` are the GPU numbers as cupy counts them in this
-    process (translated through this process's own ``CUDA_VISIBLE_DEVICES``,
-    if set); ``None`` means every GPU, counted without creating a CUDA
-    context here.  Workers are named ``gpu-<device>``, which
-    ``client.submit(..., workers=["gpu-1"])`` accepts.
-
-    One thread per worker by default: the kernels of one GPU run one after
-    the other anyway.  Workers have no memory limit unless
-    ``worker_options`` sets one, because the ``distributed`` memory manager
-    counts a cupy chunk's bytes as host memory and would spill GPU chunks to
-    disk, or pause the worker, against the host's limit.  Other
-    ``worker_options`` go to each ``distributed.Nanny``.  This is the part of
-    dask-cuda's ``LocalCUDACluster`` that tropical products need, without
-    that dependency; chunks moving between workers travel through host memory
-    over TCP.
-
-    Examples:
-        Needs GPUs; every chunk product runs on the GPU of the worker that computes it:
-
-        >>> import os, cupy, dask.array as da, distributed                # doctest: +SKIP
-        >>> import tropical_gemm.dask as tgd
-        >>> with tgd.local_gpu_cluster() as cluster, distributed.Client(cluster) as client:  # doctest: +SKIP
-        ...     a = da.random.random((8192, 8192), chunks=4096).astype("f4").map_blocks(cupy.asarray)
-        ...     c = tgd.matmul(a, a).persist()       # four output blocks, spread over the GPUs
-        ...     sorted(client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"]).values())
-        ['0', '1']
-    """
-    from distributed import Nanny, Scheduler, SpecCluster
-
-    devices = list(range(_gpu_count())) if devices is None else [int(d) for d in devices]
-    if not devices or len(set(devices)) != len(devices):
-        raise ValueError(f"devices must name at least one GPU, each once; got {devices}")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    options = {"nthreads": threads_per_worker, "memory_limit": 0, "silence_logs": logging.WARN, **worker_options}
-    workers = {f"gpu-{d}": {"cls": Nanny, "options": {**options, "env": {
-        **(options.get("env") or {}), "CUDA_VISIBLE_DEVICES": _visible_entry(d, visible)}}} for d in devices}
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": dashboard_address is not None,
-                                               "dashboard_address": dashboard_address}}
-    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARN)
-
-
-def _gpu_count() -> int:
-    """GPUs cupy sees here; cudaGetDeviceCount does not create a CUDA context."""
-    try:
-        import cupy
-
-        count, why = cupy.cuda.runtime.getDeviceCount(), "cupy counts 0 devices"
-    except Exception as exc:  # ImportError, or the CUDA runtime's error (no driver, no device)
-        count, why = 0, f"{type(exc).__name__}: {exc}"
-    if count == 0:
-        raise RuntimeError(f"local_gpu_cluster() found no CUDA GPU ({why}); pass devices=[...] explicitly, "
-                           "or use distributed.LocalCluster for numpy chunks")
-    return count
-
-
-def _visible_entry(device: int, visible: "str | None") -> str:
-    """The ``CUDA_VISIBLE_DEVICES`` value that shows a worker only ``device`` (numbered as in this process)."""
-    if visible is None:
-        if device < 0:
-            raise ValueError(f"device numbers are non-negative, got {device}")
-        return str(device)
-    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
-    if not 0 <= device < len(entries):
-        raise ValueError(f"device {device} is not among the {len(entries)} GPUs that "
-                         f"CUDA_VISIBLE_DEVICES={visible!r} shows this process")
-    return entries[device]

@@ -97,9 +97,9 @@ class Backend:
 
 
 def cpu_backend() -> Backend:
-    import os
+    from .engines.cpu import num_threads
 
-    return Backend("cpu", f"numpy on {os.cpu_count()} CPU threads", np.asarray, np.asarray, lambda: None)
+    return Backend("cpu", f"numba engine on {num_threads()} CPU threads", np.asarray, np.asarray, lambda: None)
 
 
 def cuda_unusable_reason() -> str | None:
@@ -191,7 +191,7 @@ def run_demo(args: argparse.Namespace) -> int:
     closure = shortest_paths(distance_matrix(graph), backend)
     ops = 2.0 * n**3 * closure.squarings
     print(f"{closure.squarings} squarings of {n}x{n} in {closure.seconds:.2f} s "
-          f"(+{closure.warmup_seconds:.2f} s first-call warm-up): {ops / closure.seconds / 1e9:.2f} G tropical ops/s")
+          f"(+{closure.warmup_seconds:.2f} s first-call warm-up): {ops / closure.seconds / 1e9:.2f} G ops/s")
 
     finite = closure.distances[np.isfinite(closure.distances)]
     print(f"reachable pairs: {finite.size} of {n * n}, longest shortest path: {finite.max():.0f}")

@@ -6,6 +6,8 @@ specs and the public API all need these rules without needing a semiring.
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
 
 ENGINE_DTYPES: tuple[str, ...] = ("float32", "float64", "int32", "int64")
@@ -61,6 +63,36 @@ def common_dtype(a: object, b: object) -> np.dtype:
     if da != db:
         raise different_dtypes(da, db)
     return da
+
+
+def promote_untyped(operands: Sequence[Any]) -> list[Any]:
+    """Operands without a dtype of their own (lists, tuples, Python scalars) as numpy would promote them.
+
+    numpy's rule (NEP 50), as ``numpy.matmul`` and ``numpy.einsum`` apply it:
+    the dtype is ``np.result_type`` of the arrays' dtype, the lists as
+    ``np.asarray`` makes them and the Python scalars, which are weak (a
+    float32 array with ``2.0`` stays float32; with a list of floats it is
+    float64, as in numpy), and every operand is converted to it.  Arrays of
+    two dtypes are left as they are, for ``common_dtype``'s error: the rule
+    that arrays are never cast silently comes after numpy's.  A Python int
+    too large for the dtype is numpy's ``OverflowError``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from tropical_gemm.dtypes import promote_untyped
+        >>> [x.dtype for x in promote_untyped([np.ones(2, np.float32), [1.0, 2.0]])]
+        [dtype('float64'), dtype('float64')]
+        >>> [x.dtype for x in promote_untyped([np.ones(2, np.float32), 2.0])]
+        [dtype('float32'), dtype('float32')]
+    """
+    typed = {x.dtype for x in operands if hasattr(x, "dtype")}
+    if len(typed) > 1 or all(hasattr(x, "dtype") for x in operands):
+        return list(operands)
+    untyped = [x if isinstance(x, (bool, int, float, complex)) else np.asarray(x) for x in operands
+               if not hasattr(x, "dtype")]
+    dtype = np.result_type(*typed, *untyped)
+    return [np.asarray(x, dtype=dtype) if not hasattr(x, "dtype") or isinstance(x, np.ndarray) else x
+            for x in operands]
 
 
 def different_dtypes(first: object, second: object, cast: str = "b.astype(a.dtype)") -> TypeError:

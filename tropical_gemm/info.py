@@ -194,7 +194,15 @@ def collect() -> dict[str, Any]:
         "cuda": cuda,
         "cache": cache,
         "engines": engine_report(cuda, nvrtc),
+        "semirings": semiring_report(),
     }
+
+
+def semiring_report() -> dict[str, list[str]]:
+    """The semirings every engine serves by name: those on arrays, and the counting ones on (values, counts) pairs."""
+    from .semirings import counting_semirings, semirings
+
+    return {"arrays": list(semirings()), "counting": list(counting_semirings())}
 
 
 def human_size(size: int) -> str:
@@ -223,6 +231,8 @@ def format_report(report: dict[str, Any]) -> str:
     lines += _cuda_lines(report["cuda"]) + _cache_lines(report["cache"]) + ["engines"]
     for name, engine in report["engines"].items():
         lines.append(f"  {name:<5} {'usable' if engine['usable'] else 'not usable':<11} {engine['detail']}")
+    lines += ["semirings  " + ", ".join(report["semirings"]["arrays"]),
+              "  counting (values, counts) pairs: " + ", ".join(report["semirings"]["counting"])]
     return "\n".join(lines)
 
 

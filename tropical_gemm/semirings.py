@@ -218,6 +218,10 @@ def get_semiring(name: "str | Semiring") -> Semiring:
         return exact
     found = _BY_KEY.get(_normalise(name))
     if found is None:
+        counting = find_counting_semiring(name)
+        if counting is not None:
+            raise ValueError(f"{counting.name!r} is a counting semiring: pass each operand as a pair "
+                             f"(values, counts), e.g. tg.matmul((va, ca), (vb, cb), {counting.name!r})")
         raise ValueError(
             f"unknown semiring {name!r}; valid semirings are {', '.join(semirings())} "
             f"(aliases: {', '.join(a for s in _ENTRIES for a in s.aliases)})"
@@ -252,6 +256,7 @@ def register_semiring(name: str, add: str, mul: str, description: str, aliases: 
                          f"from {', '.join(m for m in MULS if m != add)}")
     for spelling in (name, *aliases):
         clash = _BY_KEY.get(_normalise(spelling)) if isinstance(spelling, str) else None
+        clash = clash or find_counting_semiring(spelling)
         if clash is not None:
             raise ValueError(f"register_semiring: the name {spelling!r} is taken by {clash.name!r}; choose another")
     taken = _BY_PAIR.get((add, mul))
@@ -286,3 +291,95 @@ def unregister_semiring(name: str) -> None:
 
 
 _reindex()
+
+
+# ------------------------------------------------------------------ counting
+
+
+@dataclass(frozen=True)
+class CountingSemiring:
+    """A tropical semiring that also counts: each element is a pair (value, count).
+
+    The value is that of the tropical semiring ``base`` (``max_plus`` or
+    ``min_plus``); the count is how many ways reach it.  ⊕ keeps the better
+    value and adds the counts of a tie; ⊗ adds the values and multiplies the
+    counts.  Values are float32 or float64, counts exact int64; a pair whose
+    value is the zero is the zero, whatever its count, and results store it
+    with count 0.  This is GenericTensorNetworks' ``CountingTropical``: the
+    optimum of a tensor network with the number of optimal configurations.
+
+    Examples:
+        >>> import numpy as np, tropical_gemm as tg
+        >>> sr = tg.get_counting_semiring("count_max_plus")
+        >>> sr.base, sr.zero("float32"), sr.one("float32")
+        ('max_plus', (np.float32(-inf), 0), (np.float32(0.0), 1))
+    """
+
+    name: str
+    aliases: tuple[str, ...]
+    base: str
+    description: str
+
+    @property
+    def values(self) -> Semiring:
+        """The tropical semiring the values compute in."""
+        return get_semiring(self.base)
+
+    def zero(self, dtype: object) -> tuple[np.generic, int]:
+        """The identity of ⊕: the base's zero with no way to reach it."""
+        return self.values.zero(dtype), 0
+
+    def one(self, dtype: object) -> tuple[np.generic, int]:
+        """The identity of ⊗: the base's one, reached one way."""
+        return self.values.one(dtype), 1
+
+
+#: The counting semirings, beside the catalogue: their operands are (values, counts) pairs.
+COUNTING_CATALOGUE: tuple[CountingSemiring, ...] = (
+    CountingSemiring("count_max_plus", ("counting_max_plus", "counting_tropical"), "max_plus",
+                     "the best (largest) total and how many configurations reach it, e.g. maximum independent sets"),
+    CountingSemiring("count_min_plus", ("counting_min_plus",), "min_plus",
+                     "the shortest distance and how many paths reach it, e.g. counts of shortest paths"),
+)
+#: The value dtypes of the counting semirings (counts are int64); floats hold the zero ±inf.
+COUNTING_VALUE_DTYPES: tuple[str, ...] = ("float32", "float64")
+#: The dtype of every count.
+COUNT_DTYPE = np.dtype(np.int64)
+#: The bits a counting product reports, on every engine: a result's count went past int64's
+#: largest value (counts are exact and never wrap), a negative count was read.
+COUNT_OVERFLOW, COUNT_NEGATIVE = 1, 2
+_COUNTING_BY_KEY: dict[str, CountingSemiring] = {
+    _normalise(n): entry for entry in COUNTING_CATALOGUE for n in (entry.name, *entry.aliases)}
+
+
+def counting_semirings() -> tuple[str, ...]:
+    """The counting semirings' canonical names.
+
+    Examples:
+        >>> import tropical_gemm as tg
+        >>> tg.counting_semirings()
+        ('count_max_plus', 'count_min_plus')
+    """
+    return tuple(s.name for s in COUNTING_CATALOGUE)
+
+
+def find_counting_semiring(name: object) -> "CountingSemiring | None":
+    """The counting semiring ``name`` spells (as ``get_semiring`` spells names), or None for any other name."""
+    if isinstance(name, CountingSemiring):
+        return name
+    return _COUNTING_BY_KEY.get(_normalise(name)) if isinstance(name, str) else None
+
+
+def get_counting_semiring(name: "str | CountingSemiring") -> CountingSemiring:
+    """Look a counting semiring up by any spelling; ``ValueError`` naming the valid ones for another name.
+
+    Examples:
+        >>> import tropical_gemm as tg
+        >>> tg.get_counting_semiring("CountMinPlus").base
+        'min_plus'
+    """
+    found = find_counting_semiring(name)
+    if found is None:
+        raise ValueError(f"{name!r} is not a counting semiring; valid ones are {', '.join(counting_semirings())} "
+                         f"(aliases: {', '.join(a for s in COUNTING_CATALOGUE for a in s.aliases)})")
+    return found

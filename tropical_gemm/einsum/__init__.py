@@ -16,15 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import canonical_dtype
+from ..dtypes import canonical_dtype, promote_untyped
 from ..engines import array_kind
-from ..semirings import Semiring, get_semiring
+from ..frontends import front_end
+from ..semirings import Semiring, find_counting_semiring, get_semiring
 from . import backtrack
 from .lower import array_ops, execute, permuted
 from .parse import Parsed, parse_interleaved, parse_subscripts, split_interleaved
 from .plan import Plan, make_plan
 
-__all__ = ["einsum", "einsum_plan"]
+__all__ = ["contract", "einsum", "einsum_plan", "parse_call"]
 
 
 #: Array types whose library the type alone says (numpy's, cupy's and torch's own), as they are met.
@@ -53,7 +54,7 @@ def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
         raise TypeError(f"einsum operands mix array libraries ({described}); convert them to one library first")
     kind = kinds[0]
     if kind == "cpu":
-        operands = [np.asarray(x) for x in operands]
+        operands = [np.asarray(x) for x in promote_untyped(operands)]
     elif kind == "cuda":
         from ..engines import cuda, cupy_module
 
@@ -71,11 +72,15 @@ def _check_operands(operands: list[Any]) -> tuple[str, list[Any]]:
 
 
 def _check_torch_dtype(dtype: Any) -> None:
-    """torch dtypes are checked against the torch bridge's table (no numpy dtype, which torch.compile cannot trace)."""
-    from ..torch.validation import ENGINE_NAMES
+    """torch dtypes are checked against the torch layer's tables (no numpy dtype, which torch.compile cannot trace).
 
-    if dtype not in ENGINE_NAMES:
-        raise TypeError(f"unsupported dtype {dtype}; supported: {', '.join(str(t) for t in ENGINE_NAMES)}")
+    The halves are widened around each product by ``tropical_matmul``, as for ``matmul``.
+    """
+    from ..torch.validation import ENGINE_NAMES, HALVES
+
+    if dtype not in ENGINE_NAMES and dtype not in HALVES:
+        supported = ", ".join(str(t) for t in (*ENGINE_NAMES, *HALVES))
+        raise TypeError(f"unsupported dtype {dtype}; supported: {supported}")
 
 
 def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan:
@@ -88,11 +93,12 @@ def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan
         >>> [type(step).__name__ for step in plan.steps], plan.path   # the 3x40 @ 40x5 product first: cheaper
         (['Pair', 'Pair'], ((1, 2), (0, 1)))
     """
-    parsed, _ = _parse(subscripts, operands)
+    parsed, _ = parse_call(subscripts, operands)
     return make_plan(parsed, _optimize_key(optimize))
 
 
-def _parse(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any]]:
+def parse_call(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any]]:
+    """The call's equation, resolved against its operands' shapes, and the operands (either form)."""
     if isinstance(subscripts, str):
         ops = list(operands)
         return parse_subscripts(subscripts, _shapes(ops)), ops
@@ -110,24 +116,57 @@ def _shapes(ops: list[Any]) -> tuple[tuple[int, ...], ...]:
     return tuple([x.shape if kinds.get(type(x), "torch") != "torch" else tuple(map(int, np.shape(x))) for x in ops])
 
 
+#: The accepted forms of ``optimize``, for the error that refuses anything else.
+OPTIMIZE_FORMS = (
+    "an opt_einsum strategy name ({names}), 'cotengra' (if installed), True ('auto') or False/None ('greedy'); "
+    "an explicit path such as [(0, 1), (0, 1)] (numpy.einsum_path's ['einsum_path', ...] too); "
+    "an opt_einsum PathOptimizer instance or path function fn(inputs, output, size_dict, memory_limit); "
+    "or a cotengra optimizer"
+)
+#: Strategy names already checked against opt_einsum (the check imports it).
+_KNOWN_NAMES: set[str] = {"auto", "greedy", "cotengra"}
+
+
 def _optimize_key(optimize: Any) -> Any:
-    """``optimize`` in a hashable form: explicit paths become tuples of tuples."""
-    if isinstance(optimize, (list, tuple)):
-        if optimize and optimize[0] == "einsum_path":  # numpy.einsum_path's format
-            optimize = optimize[1:]
-        return tuple(map(tuple, optimize))  # the plan makes its entries ints (equal keys: 1 == np.int64(1))
+    """``optimize`` in a hashable form (explicit paths become tuples of tuples), or an error listing the forms.
+
+    Checked here, on every call, because opt_einsum itself never looks at
+    ``optimize`` for fewer than three operands.
+    """
+    if isinstance(optimize, str):
+        if optimize not in _KNOWN_NAMES:
+            _check_name(optimize)
+        return optimize
     if optimize is True:
         return "auto"
     if optimize is False or optimize is None:
         return "greedy"
-    if callable(optimize):  # an opt_einsum PathOptimizer (or any callable it accepts), cached by identity
+    if isinstance(optimize, (list, tuple)):
+        if optimize and isinstance(optimize[0], str) and optimize[0] == "einsum_path":  # numpy.einsum_path's format
+            optimize = optimize[1:]
+        if all(isinstance(step, (list, tuple)) and all(isinstance(p, (int, np.integer)) for p in step)
+               for step in optimize):
+            return tuple(map(tuple, optimize))  # the plan makes its entries ints (equal keys: 1 == np.int64(1))
+    elif callable(optimize):  # a PathOptimizer, a path function or a cotengra optimizer, cached by identity
         return optimize
-    if not isinstance(optimize, str):
-        raise TypeError(
-            f"optimize must be an opt_einsum strategy name ('auto', 'greedy', 'optimal', ...) or optimizer, "
-            f"'cotengra', or an explicit path such as [(0, 1), (0, 1)]; got {type(optimize).__name__}"
-        )
-    return optimize
+    raise TypeError(f"optimize={optimize!r} is not one of the accepted forms: {_forms()}")
+
+
+def _check_name(name: str) -> None:
+    import opt_einsum
+
+    try:
+        opt_einsum.paths.get_path_fn(name)
+    except KeyError:
+        raise ValueError(f"optimize={name!r} is not a known strategy; optimize takes {_forms()}") from None
+    _KNOWN_NAMES.add(name)
+
+
+def _forms() -> str:
+    import opt_einsum
+
+    names = ", ".join(repr(n) for n in sorted(getattr(opt_einsum.paths, "_PATH_OPTIONS", ("auto", "greedy"))))
+    return OPTIMIZE_FORMS.format(names=names)
 
 
 def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_plus", optimize: Any = "auto",
@@ -141,12 +180,23 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     sorted).  numpy's interleaved form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``
     takes any hashable labels, for networks with more indices than letters.
 
-    Operands are numpy arrays (CPU engine), cupy arrays (GPU) or torch tensors
-    (either, differentiable: gradients are those of the composed products,
-    winner-take-all, and ``torch.compile`` traces it), all of one library and
-    one dtype.  ``optimize`` is an opt_einsum strategy (``"auto"``,
-    ``"greedy"``, ``"optimal"``, ``"random-greedy"``, ...) or optimizer
-    object, ``"cotengra"`` (if installed), or an explicit path.
+    Operands follow [`matmul`][tropical_gemm.matmul]'s dispatch rule
+    (``tropical_gemm.frontends``): numpy arrays (and lists, promoted as numpy
+    does) run on the CPU engine, cupy arrays on the GPU; torch tensors come
+    back as tensors (differentiable: gradients are those of the composed
+    products, winner-take-all, and ``torch.compile`` traces it); dask arrays
+    give a lazy dask array ([`tropical_gemm.dask.einsum`][tropical_gemm.dask.einsum]);
+    masked arrays are refused.  The dtypes are ``SUPPORTED_DTYPES``, one for
+    all operands, float16 and bfloat16 computed in float32 and rounded once.
+    ``optimize`` takes what opt_einsum takes: a strategy name (``"auto"``,
+    ``"greedy"``, ``"optimal"``, ``"random-greedy"``, ...), ``"cotengra"`` (if
+    installed), an explicit path, a ``PathOptimizer`` instance, a path
+    function, or a cotengra optimizer; anything else is an error listing these.
+
+    The counting semirings (``count_max_plus``, ``count_min_plus``) take
+    each operand as a tuple ``(values, counts)`` of numpy or cupy arrays and
+    return such a pair: the optimum and how many terms reach it (for
+    example the number of maximum independent sets of a graph).
 
     With ``return_configuration=True`` it returns ``(result, configuration)``:
     ``configuration[index]`` is an int32 array (int64 for an index of 2**31
@@ -166,7 +216,32 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
         >>> value, {name: int(v) for name, v in config.items()}   # 5 + 2, won by i=0, j=1, k=0
         (array(7.), {'i': 0, 'j': 1, 'k': 0})
     """
-    parsed, ops = _parse(subscripts, operands)
+    counting = find_counting_semiring(semiring)
+    if counting is not None:  # (values, counts) pairs: einsum.counting
+        from . import counting as count_steps
+
+        subscripts, operands = count_steps.counted_operands(subscripts, operands)
+        parsed, ops = parse_call(subscripts, operands)
+        return count_steps.run(make_plan(parsed, _optimize_key(optimize)), parsed, ops, counting,
+                               return_configuration)
+    if _has_pairs(subscripts, operands):  # numpy would stack a (values, counts) pair into one array
+        from ..counting import counting_semiring
+
+        counting_semiring(semiring)  # raises, naming the semirings that take pairs
+    arrays = operands if isinstance(subscripts, str) else (subscripts, *operands)[::2]
+    if not all(type(x) is np.ndarray for x in arrays):
+        front = front_end(arrays, None, "einsum")
+        if front is not None:
+            return front.einsum(subscripts, *operands, semiring=semiring, optimize=optimize,
+                                return_configuration=return_configuration)
+    return contract(subscripts, *operands, semiring=semiring, optimize=optimize,
+                    return_configuration=return_configuration)
+
+
+def contract(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_plus", optimize: Any = "auto",
+             return_configuration: bool = False):
+    """``einsum`` on numpy, cupy or torch operands, after the dispatch rule (the torch front end calls it)."""
+    parsed, ops = parse_call(subscripts, operands)
     kind, ops = _check_operands(ops)
     sr = get_semiring(semiring)
     optimize = _optimize_key(optimize)
@@ -184,6 +259,13 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     if not return_configuration:
         return result
     return result, _configuration(kind, plan, parsed, result, argmaxes, sr)
+
+
+def _has_pairs(subscripts: Any, operands: tuple[Any, ...]) -> bool:
+    """Whether an operand is a tuple: in the interleaved form, label lists (which may be tuples) are not operands."""
+    if isinstance(subscripts, str):
+        return any(type(x) is tuple for x in operands)
+    return type(subscripts) is tuple or any(type(x) is tuple for x in operands[1::2])
 
 
 def _torch_ops() -> Any:

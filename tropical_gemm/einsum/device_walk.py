@@ -84,10 +84,10 @@ def plan_walk(plan: Plan, parsed: Parsed) -> WalkPlan:
 
     Examples:
         >>> import numpy as np
-        >>> from tropical_gemm.einsum import _parse, einsum_plan
+        >>> from tropical_gemm.einsum import einsum_plan, parse_call
         >>> ops = [np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 5))]
         >>> plan = einsum_plan("ij,jk,kl->il", *ops, optimize=[(0, 1), (0, 1)])
-        >>> walk = plan_walk(plan, _parse("ij,jk,kl->il", tuple(ops))[0])
+        >>> walk = plan_walk(plan, parse_call("ij,jk,kl->il", tuple(ops))[0])
         >>> walk.names, [(s.index, s.reads, s.writes) for s in walk.steps]   # output axes i, l: -1, -2
         (('j', 'k'), [(1, ((-2, 2), (-1, 1)), ((1, 4),)), (0, ((-1, 4), (1, 1)), ((0, 3),))])
 
@@ -126,9 +126,9 @@ def encode(walk: WalkPlan, shape: tuple[int, ...], result_strides: tuple[int, ..
 
     Examples:
         >>> import numpy as np
-        >>> from tropical_gemm.einsum import _parse, einsum_plan
+        >>> from tropical_gemm.einsum import einsum_plan, parse_call
         >>> ops = [np.ones((2, 3)), np.ones((3, 4))]
-        >>> walk = plan_walk(einsum_plan("ij,jk->ik", *ops), _parse("ij,jk->ik", tuple(ops))[0])
+        >>> walk = plan_walk(einsum_plan("ij,jk->ik", *ops), parse_call("ij,jk->ik", tuple(ops))[0])
         >>> encode(walk, (2, 4), (4, 1), [(1000, False)], [2000], False).tolist()
         [2, 1, 1, 0, 0, 0, 2, 4, 4, 1, 4, 1, 2000, 1, 1000, 0, 8, 2, 1, -1, 4, -2, 1, 0, 3]
     """

@@ -224,7 +224,7 @@ def run_reduce(ops: Any, step: Reduce, x: Any, semiring: Semiring) -> tuple[Any,
     """One single-operand step: kept axes first, reduced ones last, one reduction of the rows."""
     x2 = ops.regroup(permuted(x, step.perm), step.shape2)
     values, idx = ops.reduce_rows(x2, semiring)
-    return values.reshape(step.out_shape), idx.reshape(step.out_shape)
+    return values.reshape(step.out_shape), (None if idx is None else idx.reshape(step.out_shape))
 
 
 def execute(plan: Plan, parsed: Parsed, operands: list[Any], ops: Any, semiring: Semiring,

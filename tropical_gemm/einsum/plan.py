@@ -205,7 +205,13 @@ def contraction_path(operands: tuple[tuple[int, ...], ...], output: tuple[int, .
 
 
 def _cotengra_optimizer(optimize: Any) -> Any:
-    """``"cotengra"`` asks for cotengra's hyper-optimiser, if it is installed; anything else passes through."""
+    """``"cotengra"`` asks for cotengra's hyper-optimiser, if it is installed; a path function becomes a
+    ``PathOptimizer`` (opt_einsum's ``contract_path`` would read it as an explicit path); anything else
+    passes through."""
+    import opt_einsum
+
+    if callable(optimize) and not isinstance(optimize, opt_einsum.paths.PathOptimizer):
+        return _path_optimizer(optimize)
     if optimize != "cotengra":
         return optimize
     try:
@@ -213,6 +219,18 @@ def _cotengra_optimizer(optimize: Any) -> Any:
     except ImportError as exc:
         raise ImportError("optimize='cotengra' needs cotengra: pip install cotengra") from exc
     return cotengra.HyperOptimizer(max_repeats=32, progbar=False)
+
+
+def _path_optimizer(fn: Any) -> Any:
+    """A path function ``fn(inputs, output, size_dict, memory_limit)`` (as ``opt_einsum.paths.greedy``) as a
+    ``PathOptimizer``, which ``contract_path`` calls (a bare function it would read as an explicit path)."""
+    from opt_einsum.paths import PathOptimizer
+
+    class PathFunction(PathOptimizer):
+        def __call__(self, inputs: Any, output: Any, size_dict: Any, memory_limit: Any = None) -> Any:
+            return fn(inputs, output, size_dict, memory_limit)
+
+    return PathFunction()
 
 
 @lru_cache(maxsize=512)

@@ -34,7 +34,12 @@ def select_engine(*arrays: object) -> Engine:
             f"cannot mix host (numpy) and device (cupy/CUDA) arrays in one call; got {described}. "
             "Move all operands to one side first (cupy.asarray or cupy.asnumpy)."
         )
-    return import_module(f"{__name__}.{kinds.pop()}")  # type: ignore[return-value]  # a module that is an Engine
+    kind = kinds.pop()
+    if kind == "cuda":  # a child forked after CUDA started gets driver.CudaAfterForkError, before CuPy's own errors
+        from ..jit import driver
+
+        driver.check_not_forked()
+    return import_module(f"{__name__}.{kind}")  # type: ignore[return-value]  # a module that is an Engine
 
 
 def cupy_module() -> ModuleType:

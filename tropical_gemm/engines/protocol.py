@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..semirings import Semiring
+from ..semirings import CountingSemiring, Semiring
 
 
 @runtime_checkable
@@ -45,3 +45,11 @@ class Engine(Protocol):
     def backward(self, grad_c: Any, a: Any, b: Any, argmax: Any, semiring: Semiring, deterministic: bool,
                  grad_a: Any, grad_b: Any) -> None:
         """Write the gradients of a product, reduced over broadcast batch dims, into ``grad_a`` and ``grad_b``."""
+
+    def count_forward(self, a_values: Any, a_counts: Any, b_values: Any, b_counts: Any, semiring: CountingSemiring,
+                      out_values: Any, out_counts: Any, flags: Any) -> None:
+        """Write the counting product of two ``(values, counts)`` pairs (batched, broadcast) into the outputs.
+
+        ORs ``semirings.COUNT_OVERFLOW`` into ``flags[0]`` for a result count
+        past int64, ``COUNT_NEGATIVE`` for a negative count read.
+        """

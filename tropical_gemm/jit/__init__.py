@@ -64,6 +64,7 @@ __all__ = [
     "kernel_source",
     "make_spec",
     "prune",
+    "reset",
     "resolve_target",
     "set_tiered",
     "stats",
@@ -90,6 +91,30 @@ def tiers() -> Tiers:
             if _tiers is None:
                 _tiers = Tiers(registry)
     return _tiers
+
+
+def reset(registry: Registry | None = None) -> Registry:
+    """Start over as a fresh process would: no kernel loaded, no background compile known; returns the new registry.
+
+    ``registry`` (default: a new ``Registry()``) becomes the default one that
+    the engines use, with tiering as the environment says.  The disk cache
+    is untouched, so the next call finds there what earlier ones stored.
+    For tests and for measuring a first call without starting a process.
+
+    Examples:
+        >>> import tropical_gemm.jit as jit
+        >>> fresh = jit.reset()
+        >>> jit.default_registry() is fresh, jit.stats()["kernels_in_memory"]
+        (True, 0)
+    """
+    global _tiers
+    from . import registry as registry_module
+
+    fresh = Registry() if registry is None else registry
+    with _tiers_guard:
+        registry_module.set_default_registry(fresh)
+        _tiers = Tiers(fresh)
+    return fresh
 
 
 def set_tiered(on: "bool | None") -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import sys
 import threading
 from functools import lru_cache
@@ -38,9 +39,38 @@ class DriverError(RuntimeError):
     """
 
 
-@lru_cache(maxsize=1)
+class CudaAfterForkError(RuntimeError):
+    """CUDA was initialised in a parent process, and this process is a child made by ``fork()``.
+
+    CUDA itself does not support that (a forked child inherits a context it
+    cannot use), so the child gets this error instead of a hang or a
+    crash.  Start workers with multiprocessing's "spawn" or "forkserver"
+    method, or fork before the first GPU call.
+    """
+
+
+#: The process that initialised the driver; a forked child has another pid and must not use it.
+_initialised_in: int | None = None
+
+
+def check_not_forked() -> None:
+    """Raise :class:`CudaAfterForkError` in a child forked after this library initialised CUDA; else nothing."""
+    if _initialised_in is not None and _initialised_in != os.getpid():
+        raise CudaAfterForkError(
+            f"CUDA was initialised in process {_initialised_in}, and this process ({os.getpid()}) is its child "
+            "made by fork(), which CUDA does not support. Use multiprocessing's 'spawn' or 'forkserver' start "
+            "method (multiprocessing.get_context('spawn')), or fork before the first GPU call")
+
+
 def library() -> Any:
-    """The driver library, initialised once (``cuInit`` is cheap after the first call in a process)."""
+    """The driver library, initialised once per process; a forked child of an initialised one gets an error."""
+    check_not_forked()
+    return _initialised_library()
+
+
+@lru_cache(maxsize=1)
+def _initialised_library() -> Any:
+    global _initialised_in
     errors = []
     for name in _LIBRARY_NAMES:
         try:
@@ -52,6 +82,7 @@ def library() -> Any:
         raise DriverError("the CUDA driver library (libcuda) is not loadable: " + "; ".join(errors)
                           + ". Install the NVIDIA driver, or compute on the CPU with numpy arrays")
     check(lib, lib.cuInit(0), "cuInit")
+    _initialised_in = os.getpid()
     return lib
 
 

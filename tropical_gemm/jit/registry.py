@@ -20,8 +20,10 @@ registry path runs without a GPU.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -143,6 +145,12 @@ class Registry:
                         "foreign_nvrtc_hits": 0, "corrupt_replaced": 0}
         # ready_seconds: wall time of memory misses (source, disk cache and its lock, compile, load).
         self._seconds = {"compile_seconds": 0.0, "load_seconds": 0.0, "ready_seconds": 0.0}
+        _instances.add(self)
+
+    def _renew_locks(self) -> None:
+        """After ``os.fork()``, in the child: a lock another thread held at the fork would never be released."""
+        self._guard = threading.Lock()
+        self._build_locks = {}
 
     def get_function(self, spec: KernelSpec, device: int | None = None) -> Any:
         """The loaded kernel for ``spec`` on ``device`` (default: CuPy's current device)."""
@@ -243,6 +251,14 @@ class Registry:
         """The binary target of ``device`` (resolved once per device)."""
         return self._target(device)
 
+    def request_for(self, spec: KernelSpec, target: Target) -> BuildRequest:
+        """What ``build`` would ask the cache for: a background compile hands it to a worker process."""
+        return build_request(spec, target, self._source(spec))
+
+    def cache_root(self) -> Path | None:
+        """Where this registry's disk cache lives; None when caching is off."""
+        return self._cache().root
+
     def adopt(self, spec: KernelSpec, device: int, binary: bytes) -> Any:
         """Load ``binary`` (built by ``build``, on any thread) as ``spec`` on ``device``; one per key."""
         key = (spec, device)
@@ -282,6 +298,11 @@ class Registry:
             request, lambda: compile_program(request.source, request.name, target, request.extra_options),
             accept_other_nvrtc=accept_other_nvrtc,
         )
+        self.record(spec, target, outcome)
+        return outcome
+
+    def record(self, spec: KernelSpec, target: Target, outcome: BuildOutcome) -> None:
+        """Count and log one build, made here or by a background worker for this process."""
         with self._guard:
             if outcome.compiled:
                 self._counts["compiled"] += 1
@@ -295,7 +316,6 @@ class Registry:
                      f"cached at {outcome.path}" if outcome.stored else "not cached on disk")
         else:
             log.info("disk hit %s for %s: %s", spec.name, target.tag, outcome.path)
-        return outcome
 
     def stats(self) -> dict[str, Any]:
         """Counters since the process started, plus where the disk cache is and whether it is usable."""
@@ -322,6 +342,18 @@ def _load_error(spec: KernelSpec, target: Target, path: Path | None, exc: Except
 
 _registry: Registry | None = None
 _registry_guard = threading.Lock()
+_instances: "weakref.WeakSet[Registry]" = weakref.WeakSet()
+
+
+def _renew_locks_in_child() -> None:
+    global _registry_guard
+    _registry_guard = threading.Lock()
+    for registry in list(_instances):
+        registry._renew_locks()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_locks_in_child)
 
 
 def default_registry() -> Registry:
@@ -339,3 +371,10 @@ def default_registry() -> Registry:
             if _registry is None:
                 _registry = Registry()
     return _registry
+
+
+def set_default_registry(registry: Registry) -> None:
+    """Make ``registry`` the process-wide one (``jit.reset`` pairs it with fresh tiers)."""
+    global _registry
+    with _registry_guard:
+        _registry = registry

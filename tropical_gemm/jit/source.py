@@ -18,9 +18,9 @@ from importlib import resources
 from string import Template
 from typing import NamedTuple
 
-from ..semirings import CATALOGUE, get_semiring
+from ..semirings import CATALOGUE, COUNT_NEGATIVE, COUNT_OVERFLOW, get_counting_semiring, get_semiring
 from .functors import device_type, functor, functors_header
-from .spec import CAST_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
+from .spec import CAST_OPS, COUNT_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 #: The catalogue's functor names (benchmarks/ceilings.py instantiates its probes with them).
@@ -160,6 +160,10 @@ def fragment(spec: KernelSpec) -> str:
     if spec.op in CAST_OPS:  # no semiring: cuda_src/cast.cu holds both directions
         return Template(read_cuda_file("cast.cu")).substitute(
             name=spec.name, threads=ELEMENTWISE_THREADS, widen=int(spec.op == "widen"))
+    if spec.op in COUNT_OPS:  # the values compute in the base semiring's functor
+        return Template(read_cuda_file(f"{spec.op}.cu")).substitute(
+            name=spec.name, semiring=device_type(get_counting_semiring(spec.semiring).base), T=_C_TYPES[spec.dtype],
+            overflow_bit=COUNT_OVERFLOW, negative_bit=COUNT_NEGATIVE)
     values = {
         "name": spec.name,
         "semiring": device_type(spec.semiring),
@@ -233,7 +237,7 @@ def kernel_source(spec: KernelSpec) -> str:
 
 def _registered_functor(spec: KernelSpec) -> str:
     """The functor of a semiring added with ``register_semiring``, which the shared headers lack."""
-    if not spec.semiring:
+    if not spec.semiring or spec.op in COUNT_OPS:  # the counting semirings' bases are in the catalogue
         return ""
     sr = get_semiring(spec.semiring)
     if any(sr is built_in for built_in in CATALOGUE):

@@ -14,11 +14,13 @@ from itertools import product
 
 from ..dtypes import ENGINE_DTYPES as SUPPORTED_DTYPES  # the dtypes kernels compute in
 from ..dtypes import FLOAT_DTYPES
-from ..semirings import get_semiring, semirings
+from ..semirings import (COUNTING_VALUE_DTYPES, counting_semirings, find_counting_semiring, get_counting_semiring,
+                         get_semiring, semirings)
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
                          "backward_ordered_b", "combine", "combine_resolve", "merge", "fill", "gather",
-                         "gather_index", "transpose", "argmax_offset", "reduce", "walk", "widen", "narrow")
+                         "gather_index", "transpose", "argmax_offset", "reduce", "walk", "widen", "narrow",
+                         "count_forward")
 """Forward products, plain and with the argmax; the second phase of the
 square-tile argmax (which k of the recorded slice won); the gradient
 scatter into both operands with atomics (the default: one launch); the
@@ -36,7 +38,9 @@ configuration walk over every step's argmax, one thread per output element (``wa
 is the result's, read where the zero marks an element dead); and the casts
 of half-precision storage (``widen`` a float16 array of any strides to
 float32, ``narrow`` float32 to float16 rounding to nearest even), which take
-no semiring.
+no semiring; and the product of the counting semirings (``count_forward``:
+values and their int64 counts, batched, any strides), which takes only
+those.
 
 Examples:
     >>> from tropical_gemm.jit import OPS
@@ -53,6 +57,8 @@ _OP_DTYPES: dict[str, tuple[str, ...]] = {"gather_index": ("int32", "int64"), "a
 CAST_OPS: tuple[str, ...] = ("widen", "narrow")
 #: The storage dtypes the casts convert to and from float32 (cupy has no bfloat16).
 CAST_DTYPES: tuple[str, ...] = ("float16",)
+#: Ops of the counting semirings (``semirings.COUNTING_CATALOGUE``), for their value dtypes only.
+COUNT_OPS: tuple[str, ...] = ("count_forward",)
 
 #: How an operand is laid out in memory.  "row": its last axis is the
 #: contiguous one (C order); "col": its second-to-last axis is (F order, or a
@@ -145,6 +151,9 @@ def make_spec(
     if op in CAST_OPS:  # semiring-free: the semiring argument is ignored
         _check("dtype", dtype, CAST_DTYPES)
         return KernelSpec(op, "", dtype)
+    if op in COUNT_OPS:  # values of one dtype, counts int64, any strides: no layout or tile
+        _check("dtype", dtype, COUNTING_VALUE_DTYPES)
+        return KernelSpec(op, get_counting_semiring(semiring).name, dtype)
     _check("dtype", dtype, SUPPORTED_DTYPES)
     _check("a_layout", a_layout, LAYOUTS)
     _check("b_layout", b_layout, LAYOUTS)
@@ -184,7 +193,10 @@ def catalogue(
         >>> specs[0].name
         'tg_forward_max_plus_f32_rr_square'
     """
-    chosen_semirings = [get_semiring(s).name for s in semirings_] if semirings_ else list(semirings())
+    chosen_counting = ([s for s in semirings_ if find_counting_semiring(s) is not None] if semirings_
+                       else list(counting_semirings()))
+    chosen_semirings = ([get_semiring(s).name for s in semirings_ if s not in chosen_counting] if semirings_
+                        else list(semirings()))
     chosen_dtypes = list(dtypes) if dtypes else list(SUPPORTED_DTYPES + CAST_DTYPES)
     chosen_ops = list(ops) if ops else list(OPS)
     for d in chosen_dtypes:
@@ -193,8 +205,10 @@ def catalogue(
         _check("op", o, OPS)
     specs: list[KernelSpec] = [make_spec(op, "", dt) for op in chosen_ops if op in CAST_OPS
                                for dt in chosen_dtypes if dt in CAST_DTYPES]
+    specs += [make_spec(op, sr, dt) for op in chosen_ops if op in COUNT_OPS for sr in chosen_counting
+              for dt in chosen_dtypes if dt in COUNTING_VALUE_DTYPES]
     for op, sr, dt in product(chosen_ops, chosen_semirings, chosen_dtypes):
-        if op in CAST_OPS or dt in CAST_DTYPES:
+        if op in CAST_OPS or op in COUNT_OPS or dt in CAST_DTYPES:
             continue
         if op in FORWARD_OPS:
             specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)

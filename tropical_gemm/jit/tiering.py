@@ -7,14 +7,14 @@ GPU's arch), the engine asks this module, serves the launch with the
 ``baseline`` family of the same op, semiring and dtype (one thread per
 output: same rules, same bits, a compile of a fraction of the time) and the
 tuned kernel (with the kernels it launches with, such as the argmax resolve)
-compiles in a background daemon thread, through the registry's ``build``:
-the disk cache and its file lock, so that other processes neither compile it
-again nor read half an entry.  Later launches swap it in.
+compiles in the background, through the disk cache and its file lock, so
+that other processes neither compile it again nor read half an entry.
+Later launches swap it in.
 
-CuPy's NVRTC binding releases the GIL while it compiles (two threads compile
-two kernels in about 60% of the serial time on a 2-core machine, and the
-calling thread keeps running Python meanwhile; see docs/jit.md), so
-background compiles are threads, and independent ones run side by side.
+Background compiles run in worker processes (``jit.compile_worker``), not
+threads: a process that exits while one is under way ends with its own
+status, and the worker stores the kernel for the next process.  The caller
+keeps running Python meanwhile, and independent compiles run side by side.
 
 * ``wait()`` blocks until every background compile is done;
 * ``set_tiered(False)`` (or ``TROPICAL_GEMM_TIERED=0`` in the environment)
@@ -25,16 +25,19 @@ background compiles are threads, and independent ones run side by side.
 * a background compile that fails is logged and counted; the launches it
   would have served stay on the baseline kernel, and nothing is raised into
   another call.  Loading a binary into a GPU context happens on the calling
-  thread, at the swap: the background thread never touches the CUDA context.
+  thread, at the swap: the worker never touches a GPU.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
+import weakref
 from typing import Any, Iterable
 
-from . import log
+from . import compile_worker, log
+from .registry import LOAD_ERRORS
 from .spec import KernelSpec
 
 #: Environment switch: "0" turns tiering off for the process (``set_tiered`` overrides it).
@@ -49,20 +52,24 @@ def _from_environment() -> bool:
 
 
 class _Job:
-    """One background compile of some kernels for one device; ``binaries`` filled by the thread.
+    """One background compile of some kernels for one device, in a worker process.
 
-    A plain class, not a dataclass: it is mutable state shared with a thread,
-    and a dataclass would cost every warm process its creation at import.
+    A plain class, not a dataclass: it is mutable state shared between the
+    caller's threads, and a dataclass would cost every warm process its
+    creation at import.
     """
 
     def __init__(self, specs: tuple[KernelSpec, ...], device: int) -> None:
         self.specs = specs
         self.device = device
-        self.done = threading.Event()
-        self.binaries: dict[KernelSpec, bytes] = {}
+        self.target: Any = None
+        self.worker: compile_worker.Worker | None = None
         self.error: BaseException | None = None
         self.settle_lock = threading.Lock()
         self.settled = False
+
+    def done(self) -> bool:
+        return self.error is not None or (self.worker is not None and self.worker.done())
 
 
 class Tiers:
@@ -80,9 +87,9 @@ class Tiers:
         self._failed: set[Key] = set()
         self._jobs: dict[Key, _Job] = {}     # unsettled background compiles, per kernel they build
         self._guard = threading.Lock()
-        self._threads: list[threading.Thread] = []
         self._counts = {"baseline_launches": 0, "tuned_swaps": 0, "background_compiles": 0,
                         "background_failures": 0, "prefetched": 0}
+        _instances.add(self)
 
     # ------------------------------------------------------------- switch
 
@@ -111,7 +118,7 @@ class Tiers:
             return False
         job = self._jobs.get(key)
         if job is not None:
-            if not job.done.is_set():
+            if not job.done():
                 return True
             return not self._settle(job)
         if key in self._failed:
@@ -153,17 +160,22 @@ class Tiers:
     def compiling(self, spec: KernelSpec, device: int) -> bool:
         """Whether a background compile of ``spec`` for ``device`` is under way."""
         job = self._jobs.get((spec, device))
-        return job is not None and not job.done.is_set()
+        return job is not None and not job.done()
 
     def get_function(self, spec: KernelSpec, device: int) -> Any:
-        """The registry's kernel, after the background compile that builds it, if one is under way."""
+        """The registry's kernel, now: a call that launches it does not wait for a worker to start.
+
+        Where a background compile of it is under way, the registry builds it
+        here too, behind the disk cache's file lock: if the worker holds the
+        lock (it is compiling), this waits for its entry; if the worker is
+        still starting, this compiles it and the worker then finds it on disk.
+        """
         job = self._jobs.get((spec, device)) if self._jobs else None
-        if job is not None:
-            job.done.wait()
+        if job is not None and job.done():
             self._settle(job)
         return self.registry.get_function(spec, device)
 
-    # ------------------------------------------------------------ threads
+    # ------------------------------------------------------------ workers
 
     def _start(self, specs: tuple[KernelSpec, ...], device: int) -> None:
         job = _Job(specs, device)
@@ -173,24 +185,15 @@ class Tiers:
             for spec in specs:
                 self._jobs.setdefault((spec, device), job)
             self._counts["background_compiles"] += len(specs)
-            # daemon: a compile under way never keeps the interpreter alive at exit
-            thread = threading.Thread(target=self._run, args=(job,), name=f"tropical_gemm-jit-{specs[0].name}",
-                                      daemon=True)
-            self._threads.append(thread)
         log.info("compiling %s in the background for device %d", ", ".join(s.name for s in specs), device)
-        thread.start()
-
-    def _run(self, job: _Job) -> None:
         try:
-            target = self.registry.target(job.device)
-            for spec in job.specs:
-                job.binaries[spec] = self.registry.build(spec, target).binary
-        # Any failure (NVRTC, the disk, a bug) belongs to no caller: it is logged and
-        # counted, and the launches it would have served stay on the baseline kernel.
+            job.target = self.registry.target(device)
+            requests = [self.registry.request_for(spec, job.target) for spec in specs]
+            job.worker = compile_worker.start(requests, self.registry.cache_root())
+        # Any failure (the device's target, the sources, starting the process) belongs to no
+        # caller: it is logged at the swap, and the launches stay on the baseline kernel.
         except Exception as exc:
             job.error = exc
-        finally:
-            job.done.set()
 
     def _settle(self, job: _Job) -> bool:
         """Adopt a finished job's binaries on this thread, once; True when its kernels are now servable.
@@ -204,10 +207,12 @@ class Tiers:
             keys = [(spec, job.device) for spec in job.specs]
             if job.error is None:
                 try:
-                    for spec in job.specs:
-                        self.registry.adopt(spec, job.device, job.binaries[spec])
-                # a binary the driver refuses: the launch still has its baseline kernel
-                except Exception as exc:
+                    for spec, outcome in zip(job.specs, job.worker.outcomes(), strict=True):
+                        self.registry.record(spec, job.target, outcome)
+                        self.registry.adopt(spec, job.device, outcome.binary)
+                # a failed compile (BackgroundCompileError), or a binary the driver refuses:
+                # the launch still has its baseline kernel
+                except LOAD_ERRORS as exc:
                     job.error = exc
             if job.error is None:
                 self._ready.update(keys)
@@ -225,18 +230,38 @@ class Tiers:
             return job.error is None
 
     def wait(self, timeout: "float | None" = None) -> bool:
-        """Block until every background compile started so far is done; False if ``timeout`` ran out first."""
+        """Block until every background compile started so far is done and swapped in; False if ``timeout`` ran out.
+
+        A compile that failed counts as done (its launches stay on the baseline kernel).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._guard:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(timeout)
-            if thread.is_alive():
+            jobs = list({id(job): job for job in self._jobs.values()}.values())
+        for job in jobs:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if job.worker is not None and not job.worker.wait(left):
                 return False
-        with self._guard:
-            self._threads = [t for t in self._threads if t.is_alive()]
+            self._settle(job)
         return True
+
+    def _forget_jobs(self) -> None:
+        """After ``os.fork()``, in the child: the parent's workers and locks are not this process's."""
+        self._guard = threading.Lock()
+        self._jobs = {}
 
     def stats(self) -> dict[str, Any]:
         with self._guard:
-            pending = len({id(job) for job in self._jobs.values() if not job.done.is_set()})
+            pending = len({id(job) for job in self._jobs.values() if not job.done()})
             return {**self._counts, "pending_compiles": pending, "tiered": self.enabled()}
+
+
+_instances: "weakref.WeakSet[Tiers]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for tiers in list(_instances):
+        tiers._forget_jobs()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

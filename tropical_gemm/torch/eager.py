@@ -68,6 +68,28 @@ def _never(a: Tensor, b: Tensor) -> bool:
     return False
 
 
+def _bind_transform_check() -> Callable[[], bool]:
+    """``transformed()``: whether a ``torch.func`` transform (grad, vmap, jacrev, jvp...) is running.
+
+    The custom ops' autograd formulas cannot serve torch.func's ``grad``, so
+    the products then take ``transforms``' Functions.  Where this torch
+    lacks the private flag, every call is taken as transformed, which is
+    correct (the Functions serve plain autograd too) and only slower.
+    """
+    try:
+        peek_interpreter_stack = torch._C._functorch.peek_interpreter_stack
+    except AttributeError:
+        return lambda: True
+
+    def transformed() -> bool:
+        return not torch.compiler.is_compiling() and peek_interpreter_stack() is not None
+
+    return transformed
+
+
+transformed = _bind_transform_check()
+
+
 def _bind_private_api() -> tuple[Callable[[Tensor, Tensor], bool], Callable[..., Any]]:
     """``(plain_eager, eager_product)``: the checks and the apply that rest on torch's private API.
 

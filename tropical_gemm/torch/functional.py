@@ -3,7 +3,8 @@
 In plain eager code (no ``torch.compile``, ``torch.func`` transform,
 dispatch or function mode, tracer or tensor subclass) the products skip the
 dispatcher and run the kernels through one ``autograd.Function``
-(``eager``); otherwise they call the custom ops (``ops``).  1-D operands and
+(``eager``); under a ``torch.func`` transform or with forward-mode tangents
+they go through ``transforms``; otherwise they call the custom ops (``ops``).  1-D operands and
 half precision are composed of torch ops around the product, so autograd and
 compile see through them.
 """
@@ -19,7 +20,8 @@ from ..semirings import Semiring
 from ..shapes import NO_VECTORS, promote_vectors
 from . import eager, kernels
 from .ops import matmul_op, matmul_with_argmax_op
-from .validation import HALVES, check_same_dtype, check_tensors, semiring_name
+from .transforms import transformed_product
+from .validation import HALVES, check_same_dtype, check_tensors, has_tangents, semiring_name
 
 
 def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> Tensor:
@@ -74,6 +76,9 @@ def _product(a: Tensor, b: Tensor, semiring: "str | Semiring", with_argmax: bool
     if a.dtype in HALVES or b.dtype in HALVES or a.dim() < 2 or b.dim() < 2:
         return _composite(a, b, semiring, with_argmax)
     name = semiring_name(semiring)
+    if eager.transformed() or has_tangents(a, b):
+        result = transformed_product(a, b, name)
+        return result if with_argmax else result[0]
     needs_grad = _needs_grad(a, b)
     if needs_grad:
         kernels.prefetch_backward(a, name)

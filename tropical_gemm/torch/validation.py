@@ -33,23 +33,23 @@ INDEX_DTYPES: dict[np.dtype, torch.dtype] = {np.dtype(np.int32): torch.int32, np
 
 
 def check_tensors(a: object, b: object) -> None:
-    """Tensors, and no forward-mode tangents on them.
-
-    custom ops have reverse-mode formulas only, and torch drops forward-mode
-    tangents through them silently (the result would look constant), so
-    forward mode is refused here.  ``_current_level`` is -1 outside every
-    dual level, which keeps the common case to one comparison.
-    """
+    """Both operands are tensors."""
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         raise TypeError(
             f"expected torch tensors, got {type(a).__name__} and {type(b).__name__}; "
             "for numpy or cupy arrays call tropical_gemm.matmul"
         )
-    if forward_ad._current_level >= 0 and any(forward_ad.unpack_dual(t).tangent is not None for t in (a, b)):
-        raise NotImplementedError(
-            "tropical_gemm.torch differentiates in reverse mode only (backward, torch.func.grad/vjp); "
-            "forward-mode AD (torch.func.jvp, jacfwd, forward_ad dual tensors) is not supported"
-        )
+
+
+def has_tangents(a: Tensor, b: Tensor) -> bool:
+    """Whether an operand carries a forward-mode tangent (``torch.autograd.forward_ad`` dual tensors).
+
+    The custom ops have reverse-mode formulas only, and torch would pass a
+    tangent through them as if the result were constant, so such calls take
+    the ``autograd.Function`` that has a ``jvp``.  ``_current_level`` is -1
+    outside every dual level, which keeps the common case to one comparison.
+    """
+    return forward_ad._current_level >= 0 and any(forward_ad.unpack_dual(t).tangent is not None for t in (a, b))
 
 
 def check_same_dtype(a: Tensor, b: Tensor) -> None:

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ...semirings import Semiring
+from ...semirings import CountingSemiring, Semiring
 from ...shapes import operand_batch_index
 from .backward import backward
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["NAME", "as_array", "backward", "empty", "forward", "is_c_contiguous", "kernels_description",
-           "may_share_memory", "num_threads", "prepare", "set_num_threads"]
+__all__ = ["NAME", "as_array", "backward", "count_forward", "empty", "forward", "is_c_contiguous",
+           "kernels_description", "may_share_memory", "num_threads", "prepare", "set_num_threads"]
 
 NAME = "cpu"
 
@@ -265,6 +265,36 @@ def _run(tile: Callable, jobs: list[tuple], workers: int) -> None:
         return
     for future in [_pool(workers).submit(tile, *job) for job in jobs]:
         future.result()
+
+
+def count_forward(a_values: np.ndarray, a_counts: np.ndarray, b_values: np.ndarray, b_counts: np.ndarray,
+                  semiring: CountingSemiring, out_values: np.ndarray, out_counts: np.ndarray,
+                  flags: np.ndarray) -> None:
+    """Write the counting product of the pairs ``(a_values, a_counts)`` and ``(b_values, b_counts)``.
+
+    Batched and broadcast as ``forward``; the outputs are C-contiguous.  ORs
+    into ``flags[0]`` the bits ``semirings.COUNT_OVERFLOW`` and ``COUNT_NEGATIVE``: a count that
+    overflowed int64, a negative count read.
+    """
+    if out_values.size == 0:
+        return
+    from .counting import tile_function  # numba: imported and compiled on the first counting product
+
+    tile = tile_function(semiring.values.add, out_values.dtype)
+    zero = semiring.values.zero(out_values.dtype)
+    m, n = out_values.shape[-2:]
+    workers = num_threads() if out_values.size * max(a_values.shape[-1], 1) >= SERIAL_WORK else 1
+    jobs = []
+    for index in np.ndindex(*out_values.shape[:-2]):
+        a_at = operand_batch_index(index, a_values.shape[:-2])
+        b_at = operand_batch_index(index, b_values.shape[:-2])
+        jobs += [(a_values[a_at], a_counts[a_at], b_values[b_at], b_counts[b_at], out_values[index],
+                  out_counts[index], *split, zero) for split in _splits(m, n, workers)]
+    if workers == 1 or len(jobs) == 1:
+        bits = [tile(*job) for job in jobs]
+    else:
+        bits = [future.result() for future in [_pool(workers).submit(tile, *job) for job in jobs]]
+    flags[0] |= int(np.bitwise_or.reduce(np.asarray(bits, dtype=np.int64)))
 
 
 # --------------------------------------------------------------- array glue
