@@ -138,10 +138,10 @@ def kernels_description() -> str:
     """
     native = _native_kernels()
     if native is not None:
-        return f"compiled extension ({native.isa()} kernels)"
+        return f"{native.isa()} kernels of the compiled extension"
     from importlib import metadata  # not at import: it costs a fresh process tens of milliseconds
 
-    return f"numba {metadata.version('numba')} kernels (compiled on first use, cached on disk)"
+    return f"numba {metadata.version('numba')} kernels, compiled on first use"
 
 
 # ------------------------------------------------------------------- forward
