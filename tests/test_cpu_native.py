@@ -6,6 +6,7 @@ instruction set this CPU supports.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -182,6 +183,8 @@ def test_warmup_prepares_cpu_kernels(cache_root, capsys, monkeypatch, kinds) -> 
 
     if kinds == "native" and not _has_cxx():
         pytest.skip("no C++ compiler here: the extension is not built")
+    # The module the CLI imports now: a test that re-imports the package leaves another one in sys.modules.
+    cpu = importlib.import_module("tropical_gemm.engines.cpu")
     monkeypatch.setenv(cpu.ENV_KERNELS, kinds)
     cpu._native_kernels.cache_clear()
     cpu._native_variant.cache_clear()
