@@ -1,4 +1,7 @@
-"""The numba CPU engine against the numpy engine it replaced (tests/numpy_engine.py), bit for bit.
+"""The CPU engine's kernels against the numpy engine they replaced (tests/numpy_engine.py), bit for bit.
+
+Every test runs with each kind of kernel this machine has: numba, and the
+extension module's build for each instruction set the CPU supports.
 
 Fresh random data for every case: ragged sizes around the kernels' blocking
 (2 rows, 4 ks, panels of KB x NB), size 1, K = 0, strided and transposed
@@ -23,14 +26,40 @@ from strategies import DTYPES, LAYOUTS, SEMIRINGS, operand_pair, random_values
 from tropical_gemm.engines import cpu
 from tropical_gemm.engines.cpu import kernels
 
-pytestmark = pytest.mark.filterwarnings("error")
+pytestmark = [pytest.mark.filterwarnings("error"), pytest.mark.usefixtures("kernel_kind")]
+
+
+def _native_isas() -> list[str]:
+    try:
+        from tropical_gemm.engines.cpu import _native
+    except ImportError:  # not built here: test_cpu_native.py says whether it should have been
+        return []
+    return _native.supported_isas()
+
+
+@pytest.fixture(params=["numba", *_native_isas()])
+def kernel_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """numba's kernels, or the extension's for one instruction set."""
+    monkeypatch.setenv(cpu.ENV_KERNELS, "numba" if request.param == "numba" else "native")
+    cpu._native_kernels.cache_clear()
+    cpu._native_variant.cache_clear()
+    native = cpu._native_kernels()
+    if native is not None:
+        best = native.isa()
+        native.use_isa(request.param)
+    yield request.param
+    if native is not None:
+        native.use_isa(best)
+    monkeypatch.undo()
+    cpu._native_kernels.cache_clear()
+    cpu._native_variant.cache_clear()
 
 SHAPES = [(1, 1, 1), (1, 7, 1), (3, 0, 5), (2, 5, 1), (7, 5, 9), (33, 17, 70), (5, 260, 3),
           (65, kernels.KB + 3, kernels.NB + 17), (3, kernels.KB_ARGMAX + 13, 9)]
 
 
 def both_engines(a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool) -> tuple:
-    """(numba values, numba argmax, numpy values, numpy argmax) for the same operands."""
+    """(our values, our argmax, numpy values, numpy argmax) for the same operands."""
     sr = tg.get_semiring(semiring)
     shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
     got = np.empty(shape, a.dtype), np.empty(shape, np.int32) if argmax else None
@@ -155,7 +184,9 @@ def test_thread_count_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_kernels_are_cached_under_the_cache_root(cache_root) -> None:
     """A fresh process compiles into TROPICAL_GEMM_CACHE_DIR/numba-cpu; the next one loads from it."""
-    script = textwrap.dedent("""
+    script = textwrap.dedent(f"""
+        import os
+        os.environ[{cpu.ENV_KERNELS!r}] = "numba"
         import numpy as np, tropical_gemm as tg
         from tropical_gemm.engines.cpu import kernels
         tg.matmul(np.ones((3, 4), np.float64), np.ones((4, 2), np.float64), "max_min")

@@ -34,7 +34,9 @@ def test_defaults_are_a_few_thousand_nodes_on_the_best_device(demo):
 def test_small_run_on_the_cpu_passes_its_check(demo, capsys):
     assert demo.run_demo(parse(demo, "--nodes", "150", "--device", "cpu", "--seed", "3")) == 0
     out = capsys.readouterr().out
-    assert "engine: cpu" in out
+    from tropical_gemm.engines.cpu import kernels_description
+
+    assert f"engine: cpu ({kernels_description()} on " in out  # the kernels that served, by name
     assert "G ops/s" in out
     assert "check passed" in out
 

@@ -54,11 +54,44 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
                                                       "(default: all)")
     parser.add_argument("--workers", type=whole_number(1, 1024),
                         help="parallel compiles (default: CPU count, at most 16)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cuda (default): CUDA kernels; cpu: the CPU engine's kernels for --semiring and "
+                             "--dtype, with and without argmax (numba's, where the compiled extension is not built)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(handler=_run_warmup)
 
 
+def _run_cpu_warmup(args: argparse.Namespace) -> int:
+    from .dtypes import ENGINE_DTYPES
+    from .engines import cpu
+    from .semirings import get_semiring, semirings
+
+    unknown = sorted(set(comma_list(args.dtype) or ()) - set(ENGINE_DTYPES))
+    if unknown:
+        raise CliError(f"the CPU engine's kernels take {', '.join(ENGINE_DTYPES)} (float16 and bfloat16 use "
+                       f"float32's), not {', '.join(unknown)}")
+    started = time.perf_counter()
+    products = [(name, dtype, argmax) for name in comma_list(args.semiring) or semirings()
+                for dtype in comma_list(args.dtype) or ENGINE_DTYPES for argmax in (False, True)]
+    bar = ProgressBar(sys.stderr)
+    numba_kernels = 0
+    for done, (name, dtype, argmax) in enumerate(products, 1):
+        numba_kernels += cpu.prepare(get_semiring(name), dtype, argmax)
+        bar.update(done, len(products), f"{name} {dtype}{' argmax' if argmax else ''}")
+    bar.finish()
+    summary = {"products": len(products), "numba_kernels": numba_kernels, "kernels": cpu.kernels_description(),
+               "wall_seconds": round(time.perf_counter() - started, 3)}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"{len(products)} CPU products ready ({summary['kernels']}; {numba_kernels} numba kernels "
+              f"compiled or loaded) in {summary['wall_seconds']:.1f} s")
+    return 0
+
+
 def _run_warmup(args: argparse.Namespace) -> int:
+    if args.device == "cpu":
+        return _run_cpu_warmup(args)
     from .jit import warmup
     from .jit.warmup import NoGpuForArchError
 
@@ -185,7 +218,11 @@ def _nvrtc_version_or_none() -> str | None:
 
 
 def _run_cache_list(args: argparse.Namespace) -> int:
-    entries = sorted(_cache().entries(), key=lambda e: e.last_used, reverse=True)
+    from .engines.cpu import numba_files
+
+    cache = _cache()
+    entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True)
+    cpu = [f for f in numba_files.files(cache.root) if f.is_variant] if cache.root is not None else []
     if args.json:
         print(json.dumps([
             {"name": e.metadata.name, "target": e.metadata.target, "nvrtc_version": e.metadata.nvrtc_version,
@@ -193,12 +230,16 @@ def _run_cache_list(args: argparse.Namespace) -> int:
              "created": e.metadata.created, "compile_seconds": e.metadata.compile_seconds,
              "spec": e.metadata.spec, "path": str(e.payload_path)}
             for e in entries
-        ], indent=2))
+        ] + [{"name": f.path.stem, "target": numba_files.TARGET, "bytes": f.size, "created": f.modified,
+              "path": str(f.path)} for f in cpu], indent=2))
         return 0
     for e in entries:
         used = datetime.fromtimestamp(e.last_used).strftime("%Y-%m-%d %H:%M")
         print(f"{e.metadata.name:<48} {e.metadata.target:<12} nvrtc {e.metadata.nvrtc_version:<6} "
               f"{human_size(e.size):>9}  used {used}")
+    for f in cpu:
+        made = datetime.fromtimestamp(f.modified).strftime("%Y-%m-%d %H:%M")
+        print(f"{f.path.stem[:48]:<48} {numba_files.TARGET:<12} {'':<12} {human_size(f.size):>9}  made {made}")
     return 0
 
 
@@ -206,8 +247,12 @@ def _run_cache_clear(args: argparse.Namespace) -> int:
     cache = _cache()
     if not cache.enabled:
         raise CliError(f"{cache.write_problem}; nothing to clear")
+    from .engines.cpu import numba_files
+
     removed = cache.clear()
-    print(f"removed {removed} entries from {cache.root}")
+    removed_cpu = numba_files.clear(cache.root)
+    cpu_note = f" ({removed_cpu} of them numba's CPU kernels)" if removed_cpu else ""
+    print(f"removed {removed + removed_cpu} entries from {cache.root}{cpu_note}")
     return 0
 
 

@@ -103,9 +103,10 @@ class Backend:
 
 
 def cpu_backend() -> Backend:
-    from .engines.cpu import num_threads
+    from .engines.cpu import kernels_description, num_threads
 
-    return Backend("cpu", f"numba engine on {num_threads()} CPU threads", np.asarray, np.asarray, lambda: None)
+    return Backend("cpu", f"{kernels_description()} on {num_threads()} CPU threads", np.asarray, np.asarray,
+                   lambda: None)
 
 
 def cuda_unusable_reason() -> str | None:

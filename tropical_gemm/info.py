@@ -112,6 +112,8 @@ def cache_report() -> dict[str, Any]:
     """Where the kernel cache is, whether it can be written, and its entries per target (arch)."""
     from .jit.cache import ENV_CACHE_DIR, FORMAT_VERSION, default_cache
 
+    from .engines.cpu import numba_files
+
     cache = default_cache()
     entries = cache.entries()
     targets: dict[str, dict[str, int]] = {}
@@ -120,6 +122,9 @@ def cache_report() -> dict[str, Any]:
         slot["entries"] += 1
         slot["bytes"] += entry.size
     root = cache.root
+    numba = numba_files.summary(root) if root is not None else {"entries": 0, "bytes": 0}
+    if numba["bytes"]:
+        targets[numba_files.TARGET] = numba
     return {
         "cache_dir": str(root) if root is not None else None,
         "configured_by": ENV_CACHE_DIR if os.environ.get(ENV_CACHE_DIR) else "platform default",
@@ -127,8 +132,8 @@ def cache_report() -> dict[str, Any]:
         "exists": bool(root and root.is_dir()),
         "writable": root is not None and _can_create_in(root),
         "format_version": FORMAT_VERSION,
-        "entries": len(entries),
-        "bytes": sum(e.size for e in entries),
+        "entries": len(entries) + numba["entries"],
+        "bytes": sum(e.size for e in entries) + numba["bytes"],
         "targets": targets,
     }
 
@@ -144,18 +149,19 @@ def _can_create_in(root: Path) -> bool:
 
 
 def cpu_engine_report() -> dict[str, Any]:
-    """The CPU engine: numba's SIMD kernels (compiled on first use, then cached) on its worker threads.
+    """The CPU engine: which kernels serve it (compiled ahead of time, or numba's) on its worker threads.
 
     numba's version comes from package metadata: importing numba to ask it
     would cost a large part of a second.
     """
-    from .engines.cpu import num_threads
+    from .engines.cpu import kernels_description, num_threads
 
     try:
-        version = metadata.version("numba")
+        kernels = kernels_description()
     except metadata.PackageNotFoundError:
-        return {"usable": False, "detail": "numba is not installed: pip install 'numba>=0.60'"}
-    return {"usable": True, "detail": f"numba {version} SIMD kernels on {num_threads()} threads"}
+        return {"usable": False, "detail": "the compiled kernels are not built and numba is not installed: "
+                                           "pip install 'numba>=0.60'"}
+    return {"usable": True, "detail": f"{kernels} on {num_threads()} threads"}
 
 
 def engine_report(cuda: dict[str, Any], nvrtc: dict[str, Any]) -> dict[str, dict[str, Any]]:

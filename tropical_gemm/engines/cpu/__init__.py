@@ -1,4 +1,12 @@
-"""The exact CPU engine: numba-compiled SIMD kernels on a thread pool of our own.
+"""The exact CPU engine: SIMD tile kernels on a thread pool of our own.
+
+The kernels come compiled ahead of time, in the extension module ``_native``
+(C++ from ``cpp/``, built at install where a C++ compiler is found, one copy
+per instruction set, chosen at import), so no call waits for a compiler.
+Where the extension is not built, or for a variant it leaves out (int64
+argmax), the same loops compile with numba on first use and are cached on
+disk (``kernels``).  ``$TROPICAL_GEMM_CPU_KERNELS=numba`` picks numba always
+(read once, at the first product).
 
 Semantics, shared with the CUDA engine bit for bit: NaN never wins ⊕ (numpy's
 fmax/fmin) and is ignored by a min/max ⊗; integers saturate, with the zero
@@ -6,8 +14,9 @@ absorbing; ties go to the smallest k; a zero result is +0.0.
 ``tests/numpy_engine.py`` keeps the plain numpy engine this one replaced, as
 the reference the tests compare it with bit for bit.
 
-Speed comes from ``kernels``: packed panels of B, two rows of C by four ks per
-pass, and a column loop that LLVM vectorises to the widest SIMD the host has.
+Speed comes from the tile kernels: packed panels of B, two rows of C by four
+ks per pass, and a column loop that the compiler (GCC or Clang for the extension,
+LLVM under numba) vectorises to the widest SIMD the host has.
 Each call splits C into tiles, one per worker thread, as square as C allows
 (see ``_grid``); the kernels release the GIL.  Memory is the output plus one
 packed panel per worker; strided operands are read in place.
@@ -15,18 +24,16 @@ packed panel per worker; strided operands are read in place.
 The boolean semiring (``and_or``) has kernels of its own (``boolean``), on
 operands packed 64 ks to a word, run on the same tiles and threads.
 
-numba is imported, and each kernel variant compiled or loaded from the disk
-cache, on the first product that needs it, so ``import tropical_gemm`` and
-products of other variants pay nothing for it.
+numba is imported, and each of its kernel variants compiled or loaded from
+the disk cache, only on the first product that needs it.
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import ModuleType
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -34,10 +41,17 @@ from ...semirings import CountingSemiring, Semiring
 from ...shapes import operand_batch_index
 from .backward import backward
 
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
 __all__ = ["NAME", "as_array", "backward", "count_forward", "empty", "forward", "is_c_contiguous",
-           "may_share_memory", "num_threads", "set_num_threads"]
+           "kernels_description", "may_share_memory", "num_threads", "prepare", "set_num_threads"]
 
 NAME = "cpu"
+
+#: Environment variable that picks the kernels: ``numba`` always compiles them
+#: with numba; unset (or ``native``), the extension module serves where built.
+ENV_KERNELS = "TROPICAL_GEMM_CPU_KERNELS"
 
 #: Environment variable that caps the worker threads (default: the CPUs this process may use).
 ENV_THREADS = "TROPICAL_GEMM_NUM_THREADS"
@@ -83,16 +97,54 @@ def set_num_threads(threads: "int | None") -> None:
 
 
 @lru_cache(maxsize=None)
-def _pool(workers: int) -> ThreadPoolExecutor:
+def _pool(workers: int) -> "ThreadPoolExecutor":
+    # Imported here: concurrent.futures imports logging, which a small product's fresh process would pay for.
+    from concurrent.futures import ThreadPoolExecutor
+
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tropical_gemm_cpu")
+
+
+if hasattr(os, "register_at_fork"):
+    # A forked child inherits the pools but none of their threads: work sent
+    # to them would wait forever.  The child starts pools of its own.
+    os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
 @lru_cache(maxsize=1)
 def _kernels() -> ModuleType:
-    """The numba kernels, imported on the first product (numba's import is the costly part)."""
+    """The numba kernels, imported on the first product they serve (numba's import is the costly part)."""
     from . import kernels
 
     return kernels
+
+
+@lru_cache(maxsize=1)
+def _native_kernels() -> "ModuleType | None":
+    """The kernels compiled ahead of time, or None where the extension is not built or numba is asked for."""
+    choice = os.environ.get(ENV_KERNELS, "native")
+    if choice not in ("native", "numba"):
+        raise ValueError(f"{ENV_KERNELS}={choice!r} is not a kind of CPU kernels; "
+                         "set it to 'native' (the default) or 'numba'")
+    if choice == "numba":
+        return None
+    try:
+        from . import _native
+    except ImportError:  # built without a C++ compiler, or a source checkout never built
+        return None
+    return _native
+
+
+def kernels_description() -> str:
+    """Which kernels serve CPU products here, for people: the extension's instruction set, or numba's version.
+
+    Raises ``importlib.metadata.PackageNotFoundError`` where neither is installed.
+    """
+    native = _native_kernels()
+    if native is not None:
+        return f"{native.isa()} kernels of the compiled extension"
+    from importlib import metadata  # not at import: it costs a fresh process tens of milliseconds
+
+    return f"numba {metadata.version('numba')} kernels, compiled on first use"
 
 
 # ------------------------------------------------------------------- forward
@@ -164,9 +216,8 @@ def forward(
     dtype = out.dtype
     sat = not (_is_tame(a, semiring.mul) and _is_tame(b, semiring.mul))
     idx = np.empty((1, 1), dtype=np.int32) if argmax_out is None else None
-    tile = _kernels().tile_function(semiring.add, semiring.mul, sat, argmax_out is not None, dtype,
-                                    (idx if argmax_out is None else argmax_out).dtype)
-    scalars = (semiring.zero(dtype), *_limits(dtype))
+    tile, scalars = _tile(semiring, sat, dtype, argmax_out is not None,
+                          (idx if argmax_out is None else argmax_out).dtype)
     m, n = out.shape[-2:]
     workers = num_threads() if out.size * max(a.shape[-1], 1) >= SERIAL_WORK else 1
     jobs = []
@@ -201,6 +252,40 @@ def _forward_bits(a: np.ndarray, b: np.ndarray, out: np.ndarray, argmax_out: np.
         i2 = idx if argmax_out is None else argmax_out[index]
         jobs += [(a2, b2, out[index], i2, *split) for split in _splits(m, n, workers)]
     _run(tile, jobs, workers)
+
+
+def _tile(semiring: Semiring, sat: bool, dtype: np.dtype, argmax: bool,
+          idx_dtype: np.dtype) -> tuple[Callable, tuple]:
+    """The tile function of this variant, and the scalars it takes after the tile's bounds.
+
+    Both kinds of kernel take ``(a, b, out, idx, r0, r1, c0, c1, *scalars)``.
+    """
+    limits = (semiring.zero(dtype), *_limits(dtype))
+    native = _native_kernels()
+    code = None if native is None else _native_variant(semiring.add, semiring.mul, sat, argmax, dtype, idx_dtype)
+    if code is not None:
+        return partial(native.tile, code), (np.array(limits, dtype).tobytes(),)
+    return _kernels().tile_function(semiring.add, semiring.mul, sat, argmax, dtype, idx_dtype), limits
+
+
+@lru_cache(maxsize=None)
+def _native_variant(add: str, mul: str, sat: bool, argmax: bool, dtype: np.dtype, idx_dtype: np.dtype) -> "int | None":
+    """The extension's code for this variant (its module defines the layout), or None where it is not built."""
+    native = _native_kernels()
+    return native.variant(dtype.name, add, mul, sat, argmax, idx_dtype.name)
+
+
+def prepare(semiring: Semiring, dtype: np.dtype, argmax: bool) -> int:
+    """Have the kernels of one product ready; returns how many numba compiled or loaded (0: the extension serves).
+
+    Integer products get both kernels, plain and saturating (see ``_is_tame``).
+    """
+    dtype = np.dtype(dtype)
+    numba_kernels = 0
+    for sat in (False, True) if dtype.kind == "i" else (False,):
+        tile, _ = _tile(semiring, sat, dtype, argmax, np.dtype(np.int32))
+        numba_kernels += not isinstance(tile, partial)
+    return numba_kernels
 
 
 def _run(tile: Callable, jobs: list[tuple], workers: int) -> None:

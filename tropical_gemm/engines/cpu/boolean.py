@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from .numba_cache import our_cache_dir
+from .numba_cache import compile_cached
 
 #: ks per packed word.
 WORD_BITS = 64
@@ -69,7 +69,6 @@ def pack(x: np.ndarray, k_axis: int) -> np.ndarray:
 
 
 def _make_pack(signature: object) -> Callable:
-    @njit(signature, nogil=True, cache=True)
     def pack_lines(x, out):  # noqa: ANN001, ANN202
         """``out[line, w]`` = bits ``x[64 w + j, line] != 0``: a row of ``x`` at a time, ORed into one word per line."""
         k, lines = x.shape
@@ -82,7 +81,7 @@ def _make_pack(signature: object) -> Callable:
                     word[line] |= np.uint64(row[line] != 0) << np.uint64(j)
             out[:, w] = word
 
-    return pack_lines
+    return compile_cached(njit(nogil=True)(pack_lines), signature)
 
 
 @lru_cache(maxsize=None)
@@ -90,8 +89,7 @@ def _pack_function(dtype: np.dtype) -> Callable:
     """The line packer for bool or uint8 operands, compiled or loaded from the disk cache on first use."""
     signature = types.void(types.Array(numba.from_dtype(np.dtype(dtype)), 2, "A", readonly=True),
                            types.Array(types.uint64, 2, "C"))
-    with our_cache_dir():
-        return _make_pack(signature)
+    return _make_pack(signature)
 
 
 @njit(inline="always")
@@ -135,7 +133,6 @@ def _first_true(arow, bcol, words):  # noqa: ANN001, ANN202
 def _make_tile(argmax: bool, signature: object) -> Callable:
     """The compiled tile of one variant (with the argmax or not), disk-cached."""
 
-    @njit(signature, nogil=True, cache=True)
     def tile(ap, bp, out, idx, r0, r1, c0, c1):  # noqa: ANN001, ANN202, PLR0913
         """``out[r0:r1, c0:c1]`` (and ``idx``'s, with argmax) from packed rows ``ap`` and packed columns ``bp``.
 
@@ -166,7 +163,7 @@ def _make_tile(argmax: bool, signature: object) -> Callable:
                     _store(out, rows[2], cols, row2)
                     _store(out, rows[3], cols, row3)
 
-    return tile
+    return compile_cached(njit(nogil=True)(tile), signature)
 
 
 @lru_cache(maxsize=None)
@@ -176,5 +173,4 @@ def tile_function(argmax: bool, idx_dtype: np.dtype) -> Callable:
     index = types.Array(numba.from_dtype(np.dtype(idx_dtype)), 2, "C")
     signature = types.void(words, words, types.Array(types.boolean, 2, "C"), index,
                            types.int64, types.int64, types.int64, types.int64)
-    with our_cache_dir():
-        return _make_tile(argmax, signature)
+    return _make_tile(argmax, signature)

@@ -35,6 +35,7 @@ accumulator starts at the semiring's zero, and a zero result is +0.0.
 
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 from typing import Callable
 
@@ -42,6 +43,7 @@ import numpy as np
 import numba
 from numba import njit, types
 
+from ...jit import log
 from .numba_cache import compile_cached
 
 #: ⊕ codes.
@@ -289,4 +291,9 @@ def tile_function(add: str, mul: str, sat: bool, argmax: bool, dtype: np.dtype, 
     operand = types.Array(value, 2, "A", readonly=True)  # read-only memory maps too; writable arrays convert
     signature = types.void(operand, operand, types.Array(value, 2, "C"), types.Array(index, 2, "C"),
                            types.int64, types.int64, types.int64, types.int64, value, value, value)
-    return _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, np.dtype(dtype).kind == "f", signature)
+    started = time.perf_counter()
+    tile = _make_tile(ADD_CODES[add], MUL_CODES[mul], sat, argmax, np.dtype(dtype).kind == "f", signature)
+    how = "loaded from the CPU kernel cache" if sum(tile.stats.cache_hits.values()) else "compiled by numba"
+    log.info("CPU kernel %s/%s %s%s%s %s in %.2f s", add, mul, np.dtype(dtype).name, " saturating" * sat,
+             " argmax" * argmax, how, time.perf_counter() - started)
+    return tile

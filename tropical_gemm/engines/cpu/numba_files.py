@@ -1,0 +1,84 @@
+"""numba's files for the CPU kernels, in our cache: what ``tropical-gemm cache`` counts and removes.
+
+numba writes, under ``<cache root>/numba-cpu/``, one index (``.nbi``) per
+kernel function and one object file (``.nbc``) per compiled variant; each
+variant counts as one entry.  This module only lists and deletes: what numba
+may load is governed by ``numba_cache``.  It never imports numba, and never
+follows a link.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...jit.cache.files import aside_name
+
+#: The sub-folder of the cache root numba writes to (``numba_cache.SUBDIR``, which imports numba).
+SUBDIR = "numba-cpu"
+
+#: How ``cache info`` and ``cache list`` name these entries' target.
+TARGET = "cpu-numba"
+
+
+@dataclass(frozen=True)
+class NumbaFile:
+    path: Path
+    size: int
+    modified: float
+
+    @property
+    def is_variant(self) -> bool:
+        return self.path.suffix == ".nbc"
+
+
+def files(root: Path) -> list[NumbaFile]:
+    """Every regular file under ``root/numba-cpu`` (links neither followed nor listed)."""
+    try:
+        if not stat.S_ISDIR(os.lstat(root / SUBDIR).st_mode):
+            return []
+    except OSError:
+        return []
+    found = []
+    for folder, _, names in os.walk(root / SUBDIR, followlinks=False):
+        for name in names:
+            path = Path(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found.append(NumbaFile(path, info.st_size, info.st_mtime))
+    return found
+
+
+def summary(root: Path) -> dict[str, int]:
+    """Entries (compiled variants) and bytes (all of numba's files)."""
+    found = files(root)
+    return {"entries": sum(f.is_variant for f in found), "bytes": sum(f.size for f in found)}
+
+
+def clear(root: Path) -> int:
+    """Delete numba's folder; returns how many compiled variants it held.
+
+    The folder is renamed away first, as ``cache clear`` does with ours: a
+    numba writing at that moment finds its folder gone and writes a new one.
+    A link in its place is removed, never followed.
+    """
+    folder = root / SUBDIR
+    if not os.path.lexists(folder):
+        return 0
+    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        os.unlink(folder)
+        return 0
+    count = sum(f.is_variant for f in files(root))
+    aside = root / aside_name(SUBDIR)
+    try:
+        os.rename(folder, aside)
+    except FileNotFoundError:  # another clear got there first
+        return 0
+    shutil.rmtree(aside, ignore_errors=True)
+    return count
