@@ -114,14 +114,14 @@ def promote_untyped(operands: Sequence[Any]) -> list[Any]:
         >>> [x.dtype for x in promote_untyped([np.ones(2, np.float32), 2.0])]
         [dtype('float32'), dtype('float32')]
     """
+    untyped_kinds = (list, tuple, int, float, complex)  # bool is an int; anything else keeps its own rules
     typed = {x.dtype for x in operands if hasattr(x, "dtype")}
-    if len(typed) > 1 or all(hasattr(x, "dtype") for x in operands):
+    if len(typed) > 1 or not any(isinstance(x, untyped_kinds) for x in operands):
         return list(operands)
-    untyped = [x if isinstance(x, (bool, int, float, complex)) else np.asarray(x) for x in operands
-               if not hasattr(x, "dtype")]
+    untyped = [x if isinstance(x, (int, float, complex)) else np.asarray(x) for x in operands
+               if isinstance(x, untyped_kinds)]
     dtype = np.result_type(*typed, *untyped)
-    return [np.asarray(x, dtype=dtype) if not hasattr(x, "dtype") or isinstance(x, np.ndarray) else x
-            for x in operands]
+    return [np.asarray(x, dtype=dtype) if isinstance(x, (*untyped_kinds, np.ndarray)) else x for x in operands]
 
 
 def different_dtypes(first: object, second: object, cast: str = "b.astype(a.dtype)") -> TypeError:

@@ -30,85 +30,24 @@ the disk cache, only on the first product that needs it.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache, partial
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 
 from ...semirings import CountingSemiring, Semiring
 from ...shapes import operand_batch_index
 from .backward import backward
+from .workers import ENV_KERNELS, ENV_THREADS, SERIAL_WORK, num_threads, set_num_threads
+from .workers import native_kernels as _native_kernels
+from .workers import pool as _pool
+from .workers import run_jobs as _run
 
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
-
-__all__ = ["NAME", "as_array", "backward", "count_forward", "empty", "forward", "is_c_contiguous",
+__all__ = ["ENV_KERNELS", "ENV_THREADS", "NAME", "as_array", "backward", "count_forward", "empty", "forward", "is_c_contiguous",
            "kernels_description", "may_share_memory", "num_threads", "prepare", "set_num_threads"]
 
 NAME = "cpu"
-
-#: Environment variable that picks the kernels: ``numba`` always compiles them
-#: with numba; unset (or ``native``), the extension module serves where built.
-ENV_KERNELS = "TROPICAL_GEMM_CPU_KERNELS"
-
-#: Environment variable that caps the worker threads (default: the CPUs this process may use).
-ENV_THREADS = "TROPICAL_GEMM_NUM_THREADS"
-
-#: Below this many candidates (M·N·K) a product runs on the calling thread:
-#: handing work to the pool costs tens of microseconds.
-SERIAL_WORK = 2**21
-
-_threads_override: list[int] = []
-
-
-def _available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def num_threads() -> int:
-    """Worker threads per product: ``set_num_threads``, else ``$TROPICAL_GEMM_NUM_THREADS``, else all CPUs."""
-    if _threads_override:
-        return _threads_override[-1]
-    configured = os.environ.get(ENV_THREADS)
-    if configured:
-        try:
-            value = int(configured)
-        except ValueError:
-            raise ValueError(f"{ENV_THREADS}={configured!r} is not a whole number of threads; "
-                             f"set it to e.g. 2, or unset it to use every CPU") from None
-        if value < 1:
-            raise ValueError(f"{ENV_THREADS}={value} must be at least 1")
-        return value
-    return _available_cpus()
-
-
-def set_num_threads(threads: "int | None") -> None:
-    """Use ``threads`` workers from now on (``None`` goes back to the default)."""
-    _threads_override.clear()
-    if threads is not None:
-        if int(threads) < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}")
-        _threads_override.append(int(threads))
-
-
-@lru_cache(maxsize=None)
-def _pool(workers: int) -> "ThreadPoolExecutor":
-    # Imported here: concurrent.futures imports logging, which a small product's fresh process would pay for.
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tropical_gemm_cpu")
-
-
-if hasattr(os, "register_at_fork"):
-    # A forked child inherits the pools but none of their threads: work sent
-    # to them would wait forever.  The child starts pools of its own.
-    os.register_at_fork(after_in_child=_pool.cache_clear)
-
 
 @lru_cache(maxsize=1)
 def _kernels() -> ModuleType:
@@ -116,22 +55,6 @@ def _kernels() -> ModuleType:
     from . import kernels
 
     return kernels
-
-
-@lru_cache(maxsize=1)
-def _native_kernels() -> "ModuleType | None":
-    """The kernels compiled ahead of time, or None where the extension is not built or numba is asked for."""
-    choice = os.environ.get(ENV_KERNELS, "native")
-    if choice not in ("native", "numba"):
-        raise ValueError(f"{ENV_KERNELS}={choice!r} is not a kind of CPU kernels; "
-                         "set it to 'native' (the default) or 'numba'")
-    if choice == "numba":
-        return None
-    try:
-        from . import _native
-    except ImportError:  # built without a C++ compiler, or a source checkout never built
-        return None
-    return _native
 
 
 def kernels_description() -> str:
@@ -286,16 +209,6 @@ def prepare(semiring: Semiring, dtype: np.dtype, argmax: bool) -> int:
         tile, _ = _tile(semiring, sat, dtype, argmax, np.dtype(np.int32))
         numba_kernels += not isinstance(tile, partial)
     return numba_kernels
-
-
-def _run(tile: Callable, jobs: list[tuple], workers: int) -> None:
-    """Run the tile jobs on the calling thread, or spread over ``workers`` threads."""
-    if workers == 1 or len(jobs) == 1:
-        for job in jobs:
-            tile(*job)
-        return
-    for future in [_pool(workers).submit(tile, *job) for job in jobs]:
-        future.result()
 
 
 def count_forward(a_values: np.ndarray, a_counts: np.ndarray, b_values: np.ndarray, b_counts: np.ndarray,

@@ -4,16 +4,19 @@ A scatter of M·N contributions (one per output element) costs far less than
 the forward's M·N·K candidates.  numpy prepares what each entry sends (the
 gradient, scaled by the other operand for ``times``) and where (both
 operands, or the one the tie rule picks for min/max ⊗) in whole-array
-passes; one compiled loop (numba, compiled on first use and cached on disk
-like the forward's kernels) then adds them in row-major (i, j) order, batch
+passes; one compiled loop then adds them in row-major (i, j) order, batch
 by batch: the order of additions the CUDA engine's deterministic mode
-reproduces, in the operands' dtype.  ``np.add.at`` adds in the same order,
-but several times slower than the product it differentiates.
+reproduces, in the operands' dtype.  The loop is the compiled extension's
+``scatter`` where it is built (nothing compiles at run time), else numba's,
+compiled on first use and cached on disk like the forward's kernels.
+``np.add.at`` adds in the same order, but several times slower than the
+product it differentiates.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from types import ModuleType
 from typing import Callable
 
 import numpy as np
@@ -41,22 +44,69 @@ def _scatter_rows(argmax, to_a, to_b, routes, grad_a, grad_b):  # noqa: ANN001, 
                 grad_b[k, j] += to_b[i, j]
 
 
-def _gather_rows(a, b, argmax, a_won, b_won):  # noqa: ANN001, ANN202
-    """``a_won[i, j] = a[i, k]`` and ``b_won[i, j] = b[k, j]`` for ``k = argmax[i, j]`` (k = 0 where it is -1)."""
-    m, n = argmax.shape
-    for i in range(m):
-        for j in range(n):
-            k = max(argmax[i, j], 0)
-            a_won[i, j] = a[i, k]
-            b_won[i, j] = b[k, j]
+#: The extension's code of each gradient type (gradients are float; see its ``scatter``); +4 for an int64 argmax.
+_NATIVE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+
+
+def _native_code(values: np.dtype, argmax: np.ndarray) -> int:
+    """The extension's code of one variant of its backward loops."""
+    return _NATIVE_CODES[values] + 4 * (argmax.dtype.itemsize == 8)
 
 
 @lru_cache(maxsize=1)
-def _compiled() -> tuple[Callable, Callable]:
-    """``(gather, scatter)`` compiled, decorated on the first backward (importing numba is the costly part)."""
+def _native() -> "ModuleType | None":
+    """The compiled extension, or None where it is not built (then numpy gathers and numba scatters)."""
+    from .workers import native_kernels
+
+    return native_kernels()
+
+
+@lru_cache(maxsize=1)
+def _numba_scatter() -> Callable:
+    """numba's scatter, imported and compiled (or loaded from the disk cache) on first use."""
     from .numba_cache import cached_njit
 
-    return cached_njit(_gather_rows, nogil=True), cached_njit(_scatter_rows, nogil=True)
+    return cached_njit(_scatter_rows, nogil=True)
+
+
+def _gather(a: np.ndarray, b: np.ndarray, argmax: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(a[i, k], b[k, j])`` for ``k = argmax[i, j]`` (k = 0 where it is -1): copies, so exact."""
+    native = _native()
+    if native is None:
+        won = np.maximum(argmax, 0)
+        return np.take_along_axis(a, won, axis=1), b[won, np.arange(b.shape[1])]
+    a_won, b_won = np.empty(argmax.shape, a.dtype), np.empty(argmax.shape, b.dtype)
+    native.gather(_native_code(a.dtype, argmax), np.ascontiguousarray(argmax), a, b, a_won, b_won)
+    return a_won, b_won
+
+
+def _scatter(argmax: np.ndarray, to_a: np.ndarray, to_b: np.ndarray, routes: np.ndarray, grad_a: np.ndarray,
+             grad_b: np.ndarray) -> None:
+    native = _native()
+    if native is None:
+        _numba_scatter()(argmax, to_a, to_b, routes, grad_a, grad_b)
+        return
+    contiguous = (np.ascontiguousarray(x) for x in (argmax, to_a, to_b, routes))
+    native.scatter(_native_code(grad_a.dtype, argmax), *contiguous, grad_a, grad_b)
+
+
+def _native_products(native: ModuleType, grad_c: np.ndarray, a: np.ndarray, b: np.ndarray, argmax: np.ndarray,
+                     times: bool, grad_a: np.ndarray, grad_b: np.ndarray) -> None:
+    """The extension's plus/times backward: grad_a by bands of rows and grad_b by bands of columns, side by side.
+
+    Each cell of a gradient belongs to one band, and receives its terms in
+    row-major (i, j) order within it, so the threads change no bit.
+    """
+    from .workers import SERIAL_WORK, num_threads, run_jobs
+
+    m, n = argmax.shape
+    workers = num_threads() if m * n * 64 >= SERIAL_WORK else 1
+    shared = (np.ascontiguousarray(argmax), np.ascontiguousarray(grad_c), a, b)
+    code = _native_code(grad_a.dtype, argmax)
+    jobs = [(code, times, side, lo, min(lo + step, extent), *shared, grad)
+            for side, extent, grad in ((0, m, grad_a), (1, n, grad_b))
+            for step in (max(-(-extent // workers), 1),) for lo in range(0, extent, step)]
+    run_jobs(native.backward_products, jobs, workers)
 
 
 @np.errstate(over="ignore", invalid="ignore")
@@ -72,20 +122,22 @@ def _backward_2d(
     """Scatter one product's gradient into grad_a and grad_b, in row-major (i, j) order."""
     if a.shape[1] == 0:  # K = 0: nothing won, nothing to send
         return
-    gather, scatter = _compiled()
+    native = _native()
+    if native is not None and semiring.mul in ("plus", "times"):  # no M×N temporaries, both gradients at once
+        _native_products(native, grad_c, a, b, argmax, semiring.mul == "times", grad_a, grad_b)
+        return
     if semiring.mul == "plus":
         to_a = to_b = grad_c
         routes = np.full(argmax.shape, TO_A | TO_B, np.uint8)
     else:
-        a_won, b_won = np.empty(argmax.shape, a.dtype), np.empty(argmax.shape, b.dtype)
-        gather(a, b, argmax, a_won, b_won)  # entries with no winner read k = 0; the scatter skips them
+        a_won, b_won = _gather(a, b, argmax)  # entries with no winner read k = 0; the scatter skips them
         if semiring.mul == "times":
             to_a, to_b = grad_c * b_won, grad_c * a_won
             routes = np.full(argmax.shape, TO_A | TO_B, np.uint8)
         else:
             to_a = to_b = grad_c
             routes = np.subtract(TO_B, semiring.winner_is_a(a_won, b_won, np.isnan), dtype=np.uint8)  # A: 1, B: 2
-    scatter(argmax, to_a, to_b, routes, grad_a, grad_b)
+    _scatter(argmax, to_a, to_b, routes, grad_a, grad_b)
 
 
 def _check_argmax_range(argmax: np.ndarray, k: int) -> None:

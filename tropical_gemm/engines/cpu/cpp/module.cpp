@@ -44,7 +44,7 @@ void find_isas() {
 const Py_ssize_t ITEMSIZE[4] = {4, 8, 4, 8};
 
 struct Buffers {
-    Py_buffer views[5];
+    Py_buffer views[7];
     int held = 0;
     ~Buffers() {
         for (int i = 0; i < held; ++i) PyBuffer_Release(&views[i]);
@@ -126,6 +126,218 @@ PyObject* tile(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Py_RETURN_NONE;
 }
 
+// The backward's scatter: grad_a[i, k] += to_a[i, j] and grad_b[k, j] += to_b[i, j] for
+// k = argmax[i, j] >= 0, as routes[i, j] says (bit 0: A, bit 1: B), in row-major (i, j) order,
+// in the operands' float type: the order of additions the CUDA engine's deterministic mode reproduces.
+template <typename T, typename I>
+void scatter_rows(const I* argmax, const T* to_a, const T* to_b, const unsigned char* routes, T* grad_a, T* grad_b,
+                  Index m, Index n, Index k) {
+    for (Index i = 0; i < m; ++i)
+        for (Index j = 0; j < n; ++j) {
+            const Index w = (Index)argmax[i * n + j];
+            if (w < 0 || w >= k) continue;
+            const unsigned char route = routes[i * n + j];
+            if (route & 1) grad_a[i * k + w] += to_a[i * n + j];
+            if (route & 2) grad_b[w * n + j] += to_b[i * n + j];
+        }
+}
+
+template <typename T>
+void scatter_typed(bool wide_index, const Py_buffer* const* v, Index m, Index n, Index k) {
+    const T* to_a = (const T*)v[1]->buf;
+    const T* to_b = (const T*)v[2]->buf;
+    const unsigned char* routes = (const unsigned char*)v[3]->buf;
+    T* grad_a = (T*)v[4]->buf;
+    T* grad_b = (T*)v[5]->buf;
+    if (wide_index)
+        scatter_rows<T, long long>((const long long*)v[0]->buf, to_a, to_b, routes, grad_a, grad_b, m, n, k);
+    else
+        scatter_rows<T, int>((const int*)v[0]->buf, to_a, to_b, routes, grad_a, grad_b, m, n, k);
+}
+
+PyObject* scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "scatter(code, argmax, to_a, to_b, routes, grad_a, grad_b) takes 7 arguments");
+        return nullptr;
+    }
+    const long code = PyLong_AsLong(args[0]);
+    if (PyErr_Occurred()) return nullptr;
+    if (code < 0 || code >= 8 || (code & 2)) {
+        PyErr_SetString(PyExc_ValueError, "scatter: no such code");
+        return nullptr;
+    }
+    const Py_ssize_t itemsize = ITEMSIZE[code & 3], idx_itemsize = (code & 4) ? 8 : 4;
+    static const char* const names[] = {"argmax", "to_a", "to_b", "routes", "grad_a", "grad_b"};
+    const Py_ssize_t sizes[] = {idx_itemsize, itemsize, itemsize, 1, itemsize, itemsize};
+    Buffers buffers;
+    const Py_buffer* v[6];
+    for (int i = 0; i < 6; ++i) {
+        v[i] = buffers.get(args[1 + i], PyBUF_STRIDES | (i >= 4 ? PyBUF_WRITABLE : 0));
+        if (!v[i] || !check_2d(v[i], sizes[i], names[i]) || !c_contiguous_rows(v[i], names[i])) return nullptr;
+    }
+    const Index m = v[0]->shape[0], n = v[0]->shape[1], k = v[4]->shape[1];
+    for (int i = 1; i < 4; ++i)
+        if (v[i]->shape[0] != m || v[i]->shape[1] != n) {
+            PyErr_SetString(PyExc_ValueError, "scatter: to_a, to_b and routes must be shaped like argmax");
+            return nullptr;
+        }
+    if (v[4]->shape[0] != m || v[5]->shape[0] != k || v[5]->shape[1] != n) {
+        PyErr_SetString(PyExc_ValueError, "scatter: grad_a must be (M, K) and grad_b (K, N)");
+        return nullptr;
+    }
+    const bool wide = code & 4;
+    Py_BEGIN_ALLOW_THREADS
+    if (code & 1)
+        scatter_typed<double>(wide, v, m, n, k);
+    else
+        scatter_typed<float>(wide, v, m, n, k);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+// The backward's gather: a_won[i, j] = a[i, k] and b_won[i, j] = b[k, j] for k = argmax[i, j]
+// (k = 0 where it is -1); a and b with any strides, the outputs C-contiguous.
+template <typename T, typename I>
+void gather_rows(const I* argmax, const char* a, Index as0, Index as1, const char* b, Index bs0, Index bs1,
+                 T* a_won, T* b_won, Index m, Index n) {
+    for (Index i = 0; i < m; ++i)
+        for (Index j = 0; j < n; ++j) {
+            const Index w = argmax[i * n + j] < 0 ? 0 : (Index)argmax[i * n + j];
+            a_won[i * n + j] = *(const T*)(a + i * as0 + w * as1);
+            b_won[i * n + j] = *(const T*)(b + w * bs0 + j * bs1);
+        }
+}
+
+template <typename T>
+void gather_typed(bool wide_index, const Py_buffer* const* v, Index m, Index n) {
+    const char* a = (const char*)v[1]->buf;
+    const char* b = (const char*)v[2]->buf;
+    const Index as0 = v[1]->strides[0], as1 = v[1]->strides[1], bs0 = v[2]->strides[0], bs1 = v[2]->strides[1];
+    if (wide_index)
+        gather_rows<T, long long>((const long long*)v[0]->buf, a, as0, as1, b, bs0, bs1, (T*)v[3]->buf,
+                                  (T*)v[4]->buf, m, n);
+    else
+        gather_rows<T, int>((const int*)v[0]->buf, a, as0, as1, b, bs0, bs1, (T*)v[3]->buf, (T*)v[4]->buf, m, n);
+}
+
+PyObject* gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "gather(code, argmax, a, b, a_won, b_won) takes 6 arguments");
+        return nullptr;
+    }
+    const long code = PyLong_AsLong(args[0]);
+    if (PyErr_Occurred()) return nullptr;
+    if (code < 0 || code >= 8 || (code & 2)) {
+        PyErr_SetString(PyExc_ValueError, "gather: no such code");
+        return nullptr;
+    }
+    const Py_ssize_t itemsize = ITEMSIZE[code & 3], idx_itemsize = (code & 4) ? 8 : 4;
+    static const char* const names[] = {"argmax", "a", "b", "a_won", "b_won"};
+    const Py_ssize_t sizes[] = {idx_itemsize, itemsize, itemsize, itemsize, itemsize};
+    Buffers buffers;
+    const Py_buffer* v[5];
+    for (int i = 0; i < 5; ++i) {
+        v[i] = buffers.get(args[1 + i], PyBUF_STRIDES | (i >= 3 ? PyBUF_WRITABLE : 0));
+        if (!v[i] || !check_2d(v[i], sizes[i], names[i]) || ((i == 0 || i >= 3) && !c_contiguous_rows(v[i], names[i])))
+            return nullptr;
+    }
+    const Index m = v[0]->shape[0], n = v[0]->shape[1], k = v[1]->shape[1];
+    if (v[1]->shape[0] != m || v[2]->shape[0] != k || v[2]->shape[1] != n || k == 0 || v[3]->shape[0] != m ||
+        v[3]->shape[1] != n || v[4]->shape[0] != m || v[4]->shape[1] != n) {
+        PyErr_SetString(PyExc_ValueError, "gather: a must be (M, K) with K > 0, b (K, N), the rest (M, N)");
+        return nullptr;
+    }
+    const bool wide = code & 4;
+    Py_BEGIN_ALLOW_THREADS
+    if (code & 1)
+        gather_typed<double>(wide, v, m, n);
+    else
+        gather_typed<float>(wide, v, m, n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+// The backward of the plus and times ⊗, one gradient and one range at a time, for k = argmax[i, j] >= 0:
+// side 0 adds into grad_a[i, k] (rows lo..hi) g, or g·b[k, j] for times, over j ascending; side 1 adds into
+// grad_b[k, j] (columns lo..hi) g, or g·a[i, k], over i ascending.  Each cell receives its terms in the
+// row-major (i, j) order of the gather-then-scatter path, with the same products (one rounding each),
+// without its M×N temporaries; ranges of one side touch disjoint cells, so they run side by side.
+template <typename T, typename I>
+void route_products(bool times, int side, Index lo, Index hi, const I* argmax, const T* g, const char* a, Index as0,
+                    Index as1, const char* b, Index bs0, Index bs1, T* grad, Index m, Index n, Index k) {
+    const Index i0 = side == 0 ? lo : 0, i1 = side == 0 ? hi : m, j0 = side == 0 ? 0 : lo, j1 = side == 0 ? n : hi;
+    for (Index i = i0; i < i1; ++i)
+        for (Index j = j0; j < j1; ++j) {
+            const Index w = (Index)argmax[i * n + j];
+            if (w < 0 || w >= k) continue;
+            const T gij = g[i * n + j];
+            if (side == 0) {
+                const T to_a = times ? gij * *(const T*)(b + w * bs0 + j * bs1) : gij;
+                grad[i * k + w] += to_a;
+            } else {
+                const T to_b = times ? gij * *(const T*)(a + i * as0 + w * as1) : gij;
+                grad[w * n + j] += to_b;
+            }
+        }
+}
+
+template <typename T>
+void route_typed(bool times, int side, Index lo, Index hi, bool wide_index, const Py_buffer* const* v, Index m,
+                 Index n, Index k) {
+    const char* a = (const char*)v[2]->buf;
+    const char* b = (const char*)v[3]->buf;
+    const Index as0 = v[2]->strides[0], as1 = v[2]->strides[1], bs0 = v[3]->strides[0], bs1 = v[3]->strides[1];
+    const T* g = (const T*)v[1]->buf;
+    if (wide_index)
+        route_products<T, long long>(times, side, lo, hi, (const long long*)v[0]->buf, g, a, as0, as1, b, bs0, bs1,
+                                     (T*)v[4]->buf, m, n, k);
+    else
+        route_products<T, int>(times, side, lo, hi, (const int*)v[0]->buf, g, a, as0, as1, b, bs0, bs1,
+                               (T*)v[4]->buf, m, n, k);
+}
+
+PyObject* backward_products(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError,
+                        "backward_products(code, times, side, lo, hi, argmax, grad_c, a, b, grad) takes 10 arguments");
+        return nullptr;
+    }
+    const long code = PyLong_AsLong(args[0]);
+    const int times = PyObject_IsTrue(args[1]);
+    const long side = PyLong_AsLong(args[2]);
+    const Index lo = PyLong_AsLongLong(args[3]), hi = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred() || times < 0) return nullptr;
+    if (code < 0 || code >= 8 || (code & 2) || (side != 0 && side != 1)) {
+        PyErr_SetString(PyExc_ValueError, "backward_products: no such code or side");
+        return nullptr;
+    }
+    const Py_ssize_t itemsize = ITEMSIZE[code & 3], idx_itemsize = (code & 4) ? 8 : 4;
+    static const char* const names[] = {"argmax", "grad_c", "a", "b", "grad"};
+    const Py_ssize_t sizes[] = {idx_itemsize, itemsize, itemsize, itemsize, itemsize};
+    Buffers buffers;
+    const Py_buffer* v[5];
+    for (int i = 0; i < 5; ++i) {
+        v[i] = buffers.get(args[5 + i], PyBUF_STRIDES | (i == 4 ? PyBUF_WRITABLE : 0));
+        if (!v[i] || !check_2d(v[i], sizes[i], names[i]) || ((i < 2 || i == 4) && !c_contiguous_rows(v[i], names[i])))
+            return nullptr;
+    }
+    const Index m = v[0]->shape[0], n = v[0]->shape[1], k = v[2]->shape[1];
+    const Index rows = side == 0 ? m : k, cols = side == 0 ? k : n, extent = side == 0 ? m : n;
+    if (v[1]->shape[0] != m || v[1]->shape[1] != n || v[2]->shape[0] != m || v[3]->shape[0] != k ||
+        v[3]->shape[1] != n || v[4]->shape[0] != rows || v[4]->shape[1] != cols || !(0 <= lo && lo <= hi && hi <= extent)) {
+        PyErr_SetString(PyExc_ValueError, "backward_products: shapes or range do not agree");
+        return nullptr;
+    }
+    const bool wide = code & 4;
+    Py_BEGIN_ALLOW_THREADS
+    if (code & 1)
+        route_typed<double>(times, side, lo, hi, wide, v, m, n, k);
+    else
+        route_typed<float>(times, side, lo, hi, wide, v, m, n, k);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 PyObject* use_isa(PyObject*, PyObject* name) {
     const char* wanted = PyUnicode_AsUTF8(name);
     if (!wanted) return nullptr;
@@ -186,6 +398,15 @@ PyObject* supported_isas(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"tile", (PyCFunction)(void (*)(void))tile, METH_FASTCALL,
      "tile(variant, a, b, out, idx, r0, r1, c0, c1, scalars): one tile of C (and its argmax), GIL released."},
+    {"scatter", (PyCFunction)(void (*)(void))scatter, METH_FASTCALL,
+     "scatter(code, argmax, to_a, to_b, routes, grad_a, grad_b): the backward's ordered scatter, GIL released; "
+     "code = value type (float32: 0, float64: 1) + 4 for an int64 argmax."},
+    {"backward_products", (PyCFunction)(void (*)(void))backward_products, METH_FASTCALL,
+     "backward_products(code, times, side, lo, hi, argmax, grad_c, a, b, grad): the plus and times ⊗ backward "
+     "into grad_a's rows (side 0) or grad_b's columns (side 1) lo..hi, in order, GIL released; code as scatter's."},
+    {"gather", (PyCFunction)(void (*)(void))gather, METH_FASTCALL,
+     "gather(code, argmax, a, b, a_won, b_won): the backward's gather of the winning operands, GIL released; "
+     "code as scatter's."},
     {"variant", variant, METH_VARARGS,
      "variant(value_type, add, mul, saturating, argmax, index_type): the code tile() takes, or None where not built."},
     {"isa", isa, METH_NOARGS, "The instruction set the kernels run with."},
