@@ -160,6 +160,39 @@ def test_cache_tools_count_and_remove_numba_kernels(cache_root, capsys) -> None:
     assert json.loads(capsys.readouterr().out)["entries"] == 0
 
 
+def test_cache_prune_removes_the_least_recently_used_of_gpu_entries_and_cpu_kernels(cache_root, capsys) -> None:
+    """One budget for both kinds; a CPU kernel goes with all its variants, its index first."""
+    import json
+
+    from tropical_gemm import jit
+    from tropical_gemm.cli import main
+    from tropical_gemm.engines.cpu import numba_files
+
+    done = _run("""
+        import numpy as np, tropical_gemm as tg
+        tg.matmul(np.ones((3, 4)), np.ones((4, 2)), "max_min", argmax=True)
+        tg.matmul(np.ones((3, 4), np.float32), np.ones((4, 2), np.float32), "max_min", argmax=True)
+        tg.matmul_backward(np.ones((3, 2)), np.ones((3, 4)), np.ones((4, 2)), np.zeros((3, 2), np.int32), "max_min")
+    """, TROPICAL_GEMM_CPU_KERNELS="numba", TROPICAL_GEMM_CACHE_DIR=str(cache_root))
+    assert done.returncode == 0, done.stderr
+    cpu = sorted(numba_files.kernels(cache_root), key=lambda k: -k.variants)
+    assert [k.variants for k in cpu] == [2, 1]  # the tile function (two dtypes) and the backward's scatter
+    gpu = jit.compile_spec(jit.make_spec("backward", "max_plus", "float32"), "sm_90")
+    # Oldest first: the tile function, then the GPU entry, then the scatter.
+    for age, paths in ((300, [f.path for f in cpu[0].files]), (200, [gpu.path, gpu.path.with_suffix(".json")]),
+                       (100, [f.path for f in cpu[1].files])):
+        for path in paths:
+            os.utime(path, (os.path.getatime(path), os.path.getmtime(path) - age))
+    keep = cpu[1].size + gpu.path.stat().st_size + gpu.path.with_suffix(".json").stat().st_size
+    assert main(["cache", "prune", "--max-bytes", str(keep), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"removed": 2, "freed_bytes": cpu[0].size, "remaining_bytes": keep}
+    assert not any(f.path.exists() for f in cpu[0].files) and all(f.path.exists() for f in cpu[1].files)
+    assert gpu.path.exists()
+    assert main(["cache", "prune", "--max-bytes", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["remaining_bytes"] == 0
+    assert numba_files.kernels(cache_root) == [] and not gpu.path.exists()
+
+
 def test_cache_clear_removes_a_link_in_numbas_place_without_following_it(tmp_path) -> None:
     from tropical_gemm.engines.cpu import numba_files
 

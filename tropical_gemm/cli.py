@@ -149,7 +149,8 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     clear.set_defaults(handler=_run_cache_clear)
     prune = actions.add_parser("prune", help="delete least recently used kernels down to a size",
                                description="Delete least recently used entries until the cache holds at "
-                                           "most --max-bytes.")
+                                           "most --max-bytes: GPU entries and numba's CPU kernels together, "
+                                           "a CPU kernel with all its compiled variants.")
     prune.add_argument("--max-bytes", required=True, type=parse_size,
                        help="size to keep, in bytes or with a suffix: 500M, 2G")
     prune.add_argument("--json", action="store_true", help="machine-readable output")
@@ -257,16 +258,37 @@ def _run_cache_clear(args: argparse.Namespace) -> int:
 
 
 def _run_cache_prune(args: argparse.Namespace) -> int:
+    """GPU entries and numba's CPU kernels share the budget, least recently used first."""
     cache = _cache()
     if not cache.enabled:
         raise CliError(f"{cache.write_problem}; nothing to prune")
-    result = cache.prune(args.max_bytes)
+    from .engines.cpu import numba_files
+
+    cpu = numba_files.kernels(cache.root)
+    gpu_sizes = [(e.last_used, e.size) for e in cache.entries()]
+    total = sum(size for _, size in gpu_sizes) + sum(k.size for k in cpu)
+    gpu_kept = sum(size for _, size in gpu_sizes)
+    cpu_removed: list[numba_files.NumbaKernel] = []
+    oldest_first = sorted([(t, size, None) for t, size in gpu_sizes] + [(k.last_used, k.size, k) for k in cpu],
+                          key=lambda item: item[0])
+    for _, size, kernel in oldest_first:
+        if total <= args.max_bytes:
+            break
+        total -= size
+        if kernel is None:
+            gpu_kept -= size
+        else:
+            cpu_removed.append(kernel)
+    for kernel in cpu_removed:
+        numba_files.remove(kernel)
+    result = cache.prune(gpu_kept)  # the oldest GPU entries, as chosen above, and the debris
+    removed = result.removed + sum(k.variants for k in cpu_removed)
+    freed = result.freed_bytes + sum(k.size for k in cpu_removed)
+    remaining = result.remaining_bytes + sum(k.size for k in cpu) - sum(k.size for k in cpu_removed)
     if args.json:
-        print(json.dumps({"removed": result.removed, "freed_bytes": result.freed_bytes,
-                          "remaining_bytes": result.remaining_bytes}))
+        print(json.dumps({"removed": removed, "freed_bytes": freed, "remaining_bytes": remaining}))
     else:
-        print(f"removed {result.removed} entries ({human_size(result.freed_bytes)}); "
-              f"{human_size(result.remaining_bytes)} remain in {cache.root}")
+        print(f"removed {removed} entries ({human_size(freed)}); {human_size(remaining)} remain in {cache.root}")
     return 0
 
 

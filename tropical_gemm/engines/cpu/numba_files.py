@@ -82,3 +82,42 @@ def clear(root: Path) -> int:
         return 0
     shutil.rmtree(aside, ignore_errors=True)
     return count
+
+
+@dataclass(frozen=True)
+class NumbaKernel:
+    """One kernel function's files: its index and every compiled variant, removed together (the index names them)."""
+
+    files: tuple[NumbaFile, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def last_used(self) -> float:
+        """When numba last wrote one of its files: it writes a variant when it compiles one."""
+        return max(f.modified for f in self.files)
+
+    @property
+    def variants(self) -> int:
+        return sum(f.is_variant for f in self.files)
+
+
+def kernels(root: Path) -> list[NumbaKernel]:
+    """numba's files grouped by kernel function (``X.nbi`` with its ``X.<n>.nbc``)."""
+    groups: dict[Path, list[NumbaFile]] = {}
+    for found in files(root):
+        name = found.path.name
+        stem = name[: -len(".nbi")] if name.endswith(".nbi") else name.rsplit(".", 2)[0]
+        groups.setdefault(found.path.with_name(stem), []).append(found)
+    return [NumbaKernel(tuple(group)) for group in groups.values()]
+
+
+def remove(kernel: NumbaKernel) -> None:
+    """Delete one kernel function's files, its index first (no numba sees an index without its variants)."""
+    for found in sorted(kernel.files, key=lambda f: not f.path.name.endswith(".nbi")):
+        try:
+            os.unlink(found.path)
+        except FileNotFoundError:  # another prune or clear got there first
+            pass
