@@ -81,6 +81,20 @@ def test_bad_arguments_are_errors_not_crashes(native) -> None:
         native.tile(code, a, b, np.broadcast_to(out, out.shape), idx, 0, 4, 0, 5, scalars)
     with pytest.raises(ValueError, match="no kernels built for"):
         native.use_isa("sse1")
+    k32, g, ga, gb = idx, out, np.zeros((4, 3), np.float32), np.zeros((3, 5), np.float32)
+    routes = np.full((4, 5), 3, np.uint8)
+    backward_bad = [
+        (native.scatter, (2, k32, g, g, routes, ga, gb)),                     # an integer code
+        (native.scatter, (0, k32, g, g, routes, gb, ga)),                     # gradients swapped
+        (native.gather, (0, k32, a, b, out, out[:, ::2])),                    # b_won not contiguous
+        (native.gather, (4, k32, a, b, out, out)),                            # int64 argmax code, int32 argmax
+        (native.backward_products, (0, True, 2, 0, 4, k32, g, a, b, ga)),     # no such side
+        (native.backward_products, (0, True, 0, 0, 5, k32, g, a, b, ga)),     # rows past grad_a
+        (native.backward_products, (1, False, 1, 0, 5, k32, g, a, b, gb)),    # float64 code, float32 arrays
+    ]
+    for function, args in backward_bad:
+        with pytest.raises(ValueError):
+            function(*args)
 
 
 def test_the_kernel_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,6 +126,27 @@ PyObject* tile(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Py_RETURN_NONE;
 }
 
+// The backward loops' arguments: a code (float32: 0, float64: 1; +4 for an int64 argmax) then 2-D buffers
+// of the given item sizes (0: the code's value size, 8: the argmax's index size), the last `writable` of them
+// written; those in `contiguous` (a bit each) C-contiguous.  False, with the Python error set, if any is off.
+bool backward_arguments(const char* fn, PyObject* const* args, int count, const char* const* names,
+                        const int* sizes, int writable, unsigned contiguous, Buffers& buffers, const Py_buffer** v,
+                        long* code) {
+    *code = PyLong_AsLong(args[0]);
+    if (PyErr_Occurred()) return false;
+    if (*code < 0 || *code >= 8 || (*code & 2)) {
+        PyErr_Format(PyExc_ValueError, "%s: no such code", fn);
+        return false;
+    }
+    for (int i = 0; i < count; ++i) {
+        const Py_ssize_t size = sizes[i] == 0 ? ITEMSIZE[*code & 3] : sizes[i] == 8 ? ((*code & 4) ? 8 : 4) : sizes[i];
+        v[i] = buffers.get(args[1 + i], PyBUF_STRIDES | (i >= count - writable ? PyBUF_WRITABLE : 0));
+        if (!v[i] || !check_2d(v[i], size, names[i]) || (((contiguous >> i) & 1) && !c_contiguous_rows(v[i], names[i])))
+            return false;
+    }
+    return true;
+}
+
 // The backward's scatter: grad_a[i, k] += to_a[i, j] and grad_b[k, j] += to_b[i, j] for
 // k = argmax[i, j] >= 0, as routes[i, j] says (bit 0: A, bit 1: B), in row-major (i, j) order,
 // in the operands' float type: the order of additions the CUDA engine's deterministic mode reproduces.
@@ -160,21 +181,12 @@ PyObject* scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_TypeError, "scatter(code, argmax, to_a, to_b, routes, grad_a, grad_b) takes 7 arguments");
         return nullptr;
     }
-    const long code = PyLong_AsLong(args[0]);
-    if (PyErr_Occurred()) return nullptr;
-    if (code < 0 || code >= 8 || (code & 2)) {
-        PyErr_SetString(PyExc_ValueError, "scatter: no such code");
-        return nullptr;
-    }
-    const Py_ssize_t itemsize = ITEMSIZE[code & 3], idx_itemsize = (code & 4) ? 8 : 4;
     static const char* const names[] = {"argmax", "to_a", "to_b", "routes", "grad_a", "grad_b"};
-    const Py_ssize_t sizes[] = {idx_itemsize, itemsize, itemsize, 1, itemsize, itemsize};
+    static const int sizes[] = {8, 0, 0, 1, 0, 0};
     Buffers buffers;
     const Py_buffer* v[6];
-    for (int i = 0; i < 6; ++i) {
-        v[i] = buffers.get(args[1 + i], PyBUF_STRIDES | (i >= 4 ? PyBUF_WRITABLE : 0));
-        if (!v[i] || !check_2d(v[i], sizes[i], names[i]) || !c_contiguous_rows(v[i], names[i])) return nullptr;
-    }
+    long code;
+    if (!backward_arguments("scatter", args, 6, names, sizes, 2, 0x3f, buffers, v, &code)) return nullptr;
     const Index m = v[0]->shape[0], n = v[0]->shape[1], k = v[4]->shape[1];
     for (int i = 1; i < 4; ++i)
         if (v[i]->shape[0] != m || v[i]->shape[1] != n) {
@@ -225,22 +237,12 @@ PyObject* gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_TypeError, "gather(code, argmax, a, b, a_won, b_won) takes 6 arguments");
         return nullptr;
     }
-    const long code = PyLong_AsLong(args[0]);
-    if (PyErr_Occurred()) return nullptr;
-    if (code < 0 || code >= 8 || (code & 2)) {
-        PyErr_SetString(PyExc_ValueError, "gather: no such code");
-        return nullptr;
-    }
-    const Py_ssize_t itemsize = ITEMSIZE[code & 3], idx_itemsize = (code & 4) ? 8 : 4;
     static const char* const names[] = {"argmax", "a", "b", "a_won", "b_won"};
-    const Py_ssize_t sizes[] = {idx_itemsize, itemsize, itemsize, itemsize, itemsize};
+    static const int sizes[] = {8, 0, 0, 0, 0};
     Buffers buffers;
     const Py_buffer* v[5];
-    for (int i = 0; i < 5; ++i) {
-        v[i] = buffers.get(args[1 + i], PyBUF_STRIDES | (i >= 3 ? PyBUF_WRITABLE : 0));
-        if (!v[i] || !check_2d(v[i], sizes[i], names[i]) || ((i == 0 || i >= 3) && !c_contiguous_rows(v[i], names[i])))
-            return nullptr;
-    }
+    long code;
+    if (!backward_arguments("gather", args, 5, names, sizes, 2, 0x19, buffers, v, &code)) return nullptr;
     const Index m = v[0]->shape[0], n = v[0]->shape[1], k = v[1]->shape[1];
     if (v[1]->shape[0] != m || v[2]->shape[0] != k || v[2]->shape[1] != n || k == 0 || v[3]->shape[0] != m ||
         v[3]->shape[1] != n || v[4]->shape[0] != m || v[4]->shape[1] != n) {
@@ -302,25 +304,23 @@ PyObject* backward_products(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
                         "backward_products(code, times, side, lo, hi, argmax, grad_c, a, b, grad) takes 10 arguments");
         return nullptr;
     }
-    const long code = PyLong_AsLong(args[0]);
     const int times = PyObject_IsTrue(args[1]);
     const long side = PyLong_AsLong(args[2]);
     const Index lo = PyLong_AsLongLong(args[3]), hi = PyLong_AsLongLong(args[4]);
     if (PyErr_Occurred() || times < 0) return nullptr;
-    if (code < 0 || code >= 8 || (code & 2) || (side != 0 && side != 1)) {
-        PyErr_SetString(PyExc_ValueError, "backward_products: no such code or side");
+    if (side != 0 && side != 1) {
+        PyErr_SetString(PyExc_ValueError, "backward_products: side is 0 (grad_a) or 1 (grad_b)");
         return nullptr;
     }
-    const Py_ssize_t itemsize = ITEMSIZE[code & 3], idx_itemsize = (code & 4) ? 8 : 4;
+    // backward_arguments takes the code followed by the buffers.
+    PyObject* const shifted[] = {args[0], args[5], args[6], args[7], args[8], args[9]};
     static const char* const names[] = {"argmax", "grad_c", "a", "b", "grad"};
-    const Py_ssize_t sizes[] = {idx_itemsize, itemsize, itemsize, itemsize, itemsize};
+    static const int sizes[] = {8, 0, 0, 0, 0};
     Buffers buffers;
     const Py_buffer* v[5];
-    for (int i = 0; i < 5; ++i) {
-        v[i] = buffers.get(args[5 + i], PyBUF_STRIDES | (i == 4 ? PyBUF_WRITABLE : 0));
-        if (!v[i] || !check_2d(v[i], sizes[i], names[i]) || ((i < 2 || i == 4) && !c_contiguous_rows(v[i], names[i])))
-            return nullptr;
-    }
+    long code;
+    if (!backward_arguments("backward_products", shifted, 5, names, sizes, 1, 0x13, buffers, v, &code))
+        return nullptr;
     const Index m = v[0]->shape[0], n = v[0]->shape[1], k = v[2]->shape[1];
     const Index rows = side == 0 ? m : k, cols = side == 0 ? k : n, extent = side == 0 ? m : n;
     if (v[1]->shape[0] != m || v[1]->shape[1] != n || v[2]->shape[0] != m || v[3]->shape[0] != k ||
