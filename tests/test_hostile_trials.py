@@ -69,7 +69,10 @@ def _plant(directory: Path, marker: Path, *, seal: bool) -> int:
 
 
 def _run_matmul(root: Path, umask: str = "022") -> tuple[dict, str]:
-    done = run_python(MATMUL.format(umask=umask), {"TROPICAL_GEMM_CACHE_DIR": str(root)}, timeout=300)
+    """A CPU product in a fresh process on numba's kernels: the cache on trial is theirs (the compiled
+    extension, where built, has no cache to plant anything in)."""
+    env = {"TROPICAL_GEMM_CACHE_DIR": str(root), "TROPICAL_GEMM_CPU_KERNELS": "numba"}
+    done = run_python(MATMUL.format(umask=umask), env, timeout=300)
     assert done.returncode == 0, done.stderr
     return last_json_line(done.stdout), done.stderr
 
