@@ -15,8 +15,11 @@ contraction are switched off explicitly instead of relying on defaults.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import re
 import sys
+import threading
 import time
 from functools import lru_cache
 from types import ModuleType
@@ -278,8 +281,9 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
     options = target.options + tuple(extra_options)
     started = time.perf_counter()
     try:
-        binary, log = nvrtc.compile_program(source, f"{entry_name}.cu", options,
-                                            "CUBIN" if target.kind == "cubin" else "PTX")
+        with _in_nvrtc():
+            binary, log = nvrtc.compile_program(source, f"{entry_name}.cu", options,
+                                                "CUBIN" if target.kind == "cubin" else "PTX")
     except nvrtc.NvrtcError as exc:
         raise CompileError(
             f"NVRTC {version[0]}.{version[1]} failed to compile kernel {entry_name} for {target.tag} "
@@ -294,3 +298,45 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
             kernel=entry_name, target=target.tag, log=log, source=source, options=options,
         )
     return CompiledKernel(bytes(binary), target, options, version, seconds, log)
+
+
+# Compiles in this process's own threads (a user's, calling compile_spec) must not be inside NVRTC when
+# the interpreter exits: its exit handlers unload the library under them.  At exit, new compiles wait
+# forever (their threads are daemons) and running ones are waited for, at most TROPICAL_GEMM_EXIT_WAIT s.
+_nvrtc_busy = threading.Condition()
+_nvrtc_running = 0
+_exiting = False
+
+
+@contextlib.contextmanager
+def _in_nvrtc():
+    global _nvrtc_running
+    with _nvrtc_busy:
+        while _exiting:
+            _nvrtc_busy.wait()
+        _nvrtc_running += 1
+    try:
+        yield
+    finally:
+        with _nvrtc_busy:
+            _nvrtc_running -= 1
+            _nvrtc_busy.notify_all()
+
+
+def _wait_for_compiles_at_exit() -> None:
+    global _exiting
+    from .compile_worker import exit_wait_seconds
+
+    try:
+        budget = exit_wait_seconds()
+    except ValueError:
+        budget = 60.0
+    with _nvrtc_busy:
+        _exiting = True
+        try:
+            _nvrtc_busy.wait_for(lambda: _nvrtc_running == 0, timeout=budget or 60.0)
+        except KeyboardInterrupt:
+            pass
+
+
+atexit.register(_wait_for_compiles_at_exit)
