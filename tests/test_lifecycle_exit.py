@@ -180,3 +180,39 @@ def test_ctrl_c_during_a_foreground_compile_ends_as_python_does(cache_root):
     status, err = child.wait(120), child.stderr.read()
     assert status == plain_python_status_on_ctrl_c()
     assert err.rstrip().endswith("KeyboardInterrupt") and "Fatal" not in err
+
+
+@pytest.mark.parametrize("exit_wait", ["", "0"])
+def test_exiting_while_the_users_own_threads_compile_waits_for_them(cache_root, exit_wait):
+    """A user's daemon threads inside NVRTC at exit: the interpreter waits for them, never unloads it under them.
+
+    ``TROPICAL_GEMM_EXIT_WAIT=0`` abandons worker processes, which finish on their own; a compile in one
+    of the process's own threads cannot, so it is waited for all the same.
+    """
+    code = textwrap.dedent("""
+        import threading, time
+        from tropical_gemm.jit import compile_spec, make_spec
+        def compile_all(semiring):
+            for kind in ("forward", "backward", "argmax_resolve"):
+                compile_spec(make_spec(kind, semiring, "float32"), "sm_90")
+        semirings = ("max_plus", "min_plus", "max_times", "max_min", "min_max")
+        for semiring in semirings:  # distinct kernels: the threads are inside NVRTC together
+            threading.Thread(target=compile_all, args=(semiring,), daemon=True).start()
+        time.sleep(0.5)
+        print("exiting", flush=True)
+    """)
+    env = {"TROPICAL_GEMM_CACHE_DIR": str(cache_root)}
+    if exit_wait:
+        env["TROPICAL_GEMM_EXIT_WAIT"] = exit_wait
+    result = run_python(code, env)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "exiting\n", "")
+    assert cubins(cache_root) >= 1  # the compiles inside NVRTC at exit finished; the threads' later ones never began
+    again = run_python(code.replace("time.sleep(0.5)", "time.sleep(0)").replace(
+        "daemon=True).start()", "daemon=False).start()").replace(
+        'print("exiting", flush=True)', 'pass') + textwrap.dedent("""
+        import atexit, json, tropical_gemm.jit as jit
+        atexit.register(lambda: print(json.dumps(jit.stats()), flush=True))
+    """), env)
+    stats = last_json_line(again.stdout)  # a thread stopped while storing left a miss, never a bad entry
+    assert (again.returncode, stats["compiled"] + stats["disk_hits"], stats["corrupt_replaced"]) == (0, 15, 0)
+    assert stats["disk_hits"] >= 1

@@ -35,12 +35,7 @@ from typing import Any, Sequence
 
 from .cache import BuildOutcome, BuildRequest, CacheConfig, cache_for
 from .compiler import Target, compile_program
-
-#: Environment switch: seconds a process waits at exit for its background compiles ("0": none).
-ENV_EXIT_WAIT = "TROPICAL_GEMM_EXIT_WAIT"
-
-#: The default bound of that wait: a kernel compiles in about a second, so a minute means NVRTC is stuck.
-DEFAULT_EXIT_WAIT = 60.0
+from .exit_wait import exit_wait_seconds
 
 JOB_FILE = "job.json"
 RESULTS_FILE = "results.json"
@@ -48,30 +43,6 @@ RESULTS_FILE = "results.json"
 
 class BackgroundCompileError(RuntimeError):
     """A compile in a worker process failed; the message carries the worker's exception type and text."""
-
-
-def exit_wait_seconds() -> float:
-    """How long exit waits for unfinished workers: ``TROPICAL_GEMM_EXIT_WAIT`` seconds, or the default.
-
-    Examples:
-        >>> import os
-        >>> from tropical_gemm.jit.compile_worker import exit_wait_seconds
-        >>> os.environ["TROPICAL_GEMM_EXIT_WAIT"] = "0"; exit_wait_seconds()
-        0.0
-        >>> del os.environ["TROPICAL_GEMM_EXIT_WAIT"]; exit_wait_seconds()
-        60.0
-    """
-    text = os.environ.get(ENV_EXIT_WAIT, "").strip()
-    if not text:
-        return DEFAULT_EXIT_WAIT
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise ValueError(f"{ENV_EXIT_WAIT}={text!r}: expected a number of seconds, 0 or more "
-                         "(0 exits at once and lets background compiles finish on their own)")
-    return seconds
 
 
 # ----------------------------------------------------------------- the job on disk

@@ -25,6 +25,8 @@ from functools import lru_cache
 from types import ModuleType
 from typing import NamedTuple, TextIO, Union
 
+from .exit_wait import DEFAULT_EXIT_WAIT, exit_wait_seconds
+
 COMPILE_OPTIONS: tuple[str, ...] = (
     "--std=c++17",
     "--ftz=false",
@@ -324,17 +326,18 @@ def _in_nvrtc():
 
 
 def _wait_for_compiles_at_exit() -> None:
+    # A compile in this process's thread cannot be left to finish on its own as a worker's can, so
+    # TROPICAL_GEMM_EXIT_WAIT=0 (or a bad value, reported by the workers' own exit hook) still
+    # waits, with the default bound.
     global _exiting
-    from .compile_worker import exit_wait_seconds
-
     try:
-        budget = exit_wait_seconds()
+        budget = exit_wait_seconds() or DEFAULT_EXIT_WAIT
     except ValueError:
-        budget = 60.0
+        budget = DEFAULT_EXIT_WAIT
     with _nvrtc_busy:
         _exiting = True
         try:
-            _nvrtc_busy.wait_for(lambda: _nvrtc_running == 0, timeout=budget or 60.0)
+            _nvrtc_busy.wait_for(lambda: _nvrtc_running == 0, timeout=budget)
         except KeyboardInterrupt:
             pass
 
