@@ -14,7 +14,6 @@ against a contraction in another order.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -22,7 +21,7 @@ import networkx as nx
 import numpy as np
 
 import tropical_gemm as tg
-from einsum_mis import array_module, brute_force_size
+from einsum_mis import graph_from_arguments, independent_set_sizes
 from einsum_mis import network as plain_network
 
 CHECK = "the size and the count match an independent count"
@@ -46,17 +45,9 @@ def count_mis(graph: nx.Graph, xp, optimize="auto") -> tuple[int, int]:
 
 
 def brute_force_count(graph: nx.Graph) -> int:
-    """The number of independent sets of the largest size, over all 2^n subsets as bit masks."""
-    n = graph.number_of_nodes()
-    index = {v: i for i, v in enumerate(graph.nodes)}
-    masks = np.arange(2**n, dtype=np.int64)
-    ok = np.ones(2**n, dtype=bool)
-    for u, v in graph.edges:
-        ok &= ((masks >> index[u]) & 1) * ((masks >> index[v]) & 1) == 0
-    popcount = np.zeros(2**n, dtype=np.int64)
-    for i in range(n):
-        popcount += (masks >> i) & 1
-    return int((popcount[ok] == brute_force_size(graph)).sum())
+    """The number of independent sets of the largest size, by brute force."""
+    sizes = independent_set_sizes(graph)
+    return int((sizes == sizes.max()).sum())
 
 
 def networkx_count(graph: nx.Graph) -> int:
@@ -76,15 +67,7 @@ def independent_count(graph: nx.Graph, xp) -> tuple[int, str]:
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vertices", type=int, default=60)
-    parser.add_argument("--degree", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
-    parser.add_argument("--optimize", default="auto")
-    args = parser.parse_args(argv)
-    graph = nx.random_regular_graph(args.degree, args.vertices, seed=args.seed)
-    xp = array_module(args.device)
+    args, graph, xp = graph_from_arguments(__doc__.splitlines()[0], argv)
     start = time.perf_counter()
     size, count = count_mis(graph, xp, args.optimize)
     seconds = time.perf_counter() - start

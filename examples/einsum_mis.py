@@ -46,8 +46,8 @@ def mis(graph: nx.Graph, xp, optimize="auto") -> tuple[int, set]:
     return int(size), chosen
 
 
-def brute_force_size(graph: nx.Graph) -> int:
-    """The largest independent set over all 2^n subsets, as bit masks."""
+def independent_set_sizes(graph: nx.Graph) -> np.ndarray:
+    """The size of every independent subset of the vertices, over all 2^n subsets as bit masks."""
     n = graph.number_of_nodes()
     index = {v: i for i, v in enumerate(graph.nodes)}
     masks = np.arange(2**n, dtype=np.int64)
@@ -57,7 +57,12 @@ def brute_force_size(graph: nx.Graph) -> int:
     popcount = np.zeros(2**n, dtype=np.int64)
     for i in range(n):
         popcount += (masks >> i) & 1
-    return int(popcount[ok].max())
+    return popcount[ok]
+
+
+def brute_force_size(graph: nx.Graph) -> int:
+    """The largest independent set, by brute force."""
+    return int(independent_set_sizes(graph).max())
 
 
 def exact_size(graph: nx.Graph) -> int:
@@ -74,16 +79,20 @@ def array_module(device: str):
     return importlib.import_module("cupy") if gpu else np
 
 
-def main(argv: "list[str] | None" = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def graph_from_arguments(description: str, argv: "list[str] | None") -> tuple[argparse.Namespace, nx.Graph, object]:
+    """The command line of the graph examples: the options, their random regular graph, and the array module."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--vertices", type=int, default=60)
     parser.add_argument("--degree", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     parser.add_argument("--optimize", default="auto")
     args = parser.parse_args(argv)
-    graph = nx.random_regular_graph(args.degree, args.vertices, seed=args.seed)
-    xp = array_module(args.device)
+    return args, nx.random_regular_graph(args.degree, args.vertices, seed=args.seed), array_module(args.device)
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    args, graph, xp = graph_from_arguments(__doc__.splitlines()[0], argv)
     start = time.perf_counter()
     size, chosen = mis(graph, xp, args.optimize)
     seconds = time.perf_counter() - start
