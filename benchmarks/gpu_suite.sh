@@ -5,7 +5,7 @@
 # Stages: warmup, tests, startup, throughput, torch, host (default: all); lifecycle
 # (benchmarks/lifecycle.py: one-call scripts in fresh processes, run twice; LIFECYCLE_ARGS adds options); compile
 # (every kernel's NVRTC time), einsum (benchmarks/einsum.py), counting (benchmarks/counting.py), boolean
-# (benchmarks/boolean.py: and_or against the cuBLAS bf16 idiom and f32 max_plus, and on the CPU), cpu (benchmarks/cpu.py on
+# (benchmarks/boolean_ceilings.py, then benchmarks/boolean.py: and_or against the cuBLAS bf16 idiom and f32 max_plus, and on the CPU), cpu (benchmarks/cpu.py on
 # this machine's cores, the Rust crate from a wheel in .whl/rust); compile_times.py
 # checks every catalogue kernel against the 1.0 s budget of a tuned kernel; and
 # tune (tile-shape search), multigpu (the multi-GPU tests and benchmarks/dask_scaling.py on
@@ -51,7 +51,7 @@ for stage in $stages; do
     compile) CUDA_CACHE_DISABLE=1 python3 benchmarks/compile_times.py --out "$OUT" 2>&1 | tee "$OUT/compile-times.log"; s=${PIPESTATUS[0]} ;;
     einsum) python3 benchmarks/einsum.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/einsum.log"; s=${PIPESTATUS[0]} ;;
     counting) python3 benchmarks/counting.py --device cuda --out "$OUT" 2>&1 | tee "$OUT/counting.log"; s=${PIPESTATUS[0]} ;;
-    boolean) python3 benchmarks/boolean.py --out "$OUT" 2>&1 | tee "$OUT/boolean.log"; s=${PIPESTATUS[0]} ;;
+    boolean) { python3 benchmarks/boolean_ceilings.py --out "$OUT" && python3 benchmarks/boolean.py --out "$OUT"; } 2>&1 | tee "$OUT/boolean.log"; s=${PIPESTATUS[0]} ;;
     cpu) python3 benchmarks/cpu.py --out "$OUT" ${RUST_WHEEL:+--rust-wheel "$RUST_WHEEL"} 2>&1 | tee "$OUT/cpu.log"; s=${PIPESTATUS[0]} ;;
     lifecycle) python3 benchmarks/lifecycle.py --out "$OUT" ${LIFECYCLE_ARGS:-} 2>&1 | tee "$OUT/lifecycle.log"; s=${PIPESTATUS[0]} ;;
     tune) python3 benchmarks/tune_tiles.py --out "$OUT" 2>&1 | tee "$OUT/tune.log"; s=${PIPESTATUS[0]} ;;
