@@ -216,3 +216,43 @@ def test_exiting_while_the_users_own_threads_compile_waits_for_them(cache_root, 
     stats = last_json_line(again.stdout)  # a thread stopped while storing left a miss, never a bad entry
     assert (again.returncode, stats["compiled"] + stats["disk_hits"], stats["corrupt_replaced"]) == (0, 15, 0)
     assert stats["disk_hits"] >= 1
+
+
+def test_an_exit_handler_that_compiles_is_not_made_to_wait_for_itself(cache_root):
+    """A handler registered before the import runs after ours: its compile goes ahead, never a hang."""
+    code = textwrap.dedent("""
+        import atexit
+        def compile_at_exit():
+            from tropical_gemm.jit import compile_spec, make_spec
+            compile_spec(make_spec("forward", "min_plus", "float32"), "sm_90")
+            print("compiled at exit", flush=True)
+        atexit.register(compile_at_exit)
+        from tropical_gemm.jit import compile_spec, make_spec
+        compile_spec(make_spec("forward", "max_plus", "float32"), "sm_90")
+    """)
+    result = run_python(code, {"TROPICAL_GEMM_CACHE_DIR": str(cache_root)}, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "compiled at exit\n", "")
+    assert cubins(cache_root) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_child_forked_while_a_thread_compiles_does_not_wait_at_exit_for_the_parents_compile(cache_root):
+    code = textwrap.dedent("""
+        import os, sys, threading, time
+        from tropical_gemm.jit import compile_spec, make_spec
+        from tropical_gemm.jit import compiler
+        threading.Thread(target=compile_spec, args=(make_spec("forward", "max_plus", "float32", tile="square"),
+                                                    "sm_90"), daemon=True).start()
+        while compiler._nvrtc_running == 0:  # the parent's thread is inside NVRTC
+            time.sleep(0.001)
+        forked = time.monotonic()
+        child = os.fork()
+        if child == 0:
+            sys.exit(0)
+        _, status = os.waitpid(child, 0)
+        print(f"child status {os.waitstatus_to_exitcode(status)} after {time.monotonic() - forked:.1f} s", flush=True)
+    """)
+    result = run_python(code, {"TROPICAL_GEMM_CACHE_DIR": str(cache_root), "TROPICAL_GEMM_EXIT_WAIT": "30"})
+    assert (result.returncode, result.stderr) == (0, "")
+    status, seconds = result.stdout.split()[2], float(result.stdout.split()[4])
+    assert status == "0" and seconds < 10  # not the 30 s bound: the child has no compile of its own to wait for

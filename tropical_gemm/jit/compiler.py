@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import re
 import sys
 import threading
@@ -303,18 +304,20 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
 
 
 # Compiles in this process's own threads (a user's, calling compile_spec) must not be inside NVRTC when
-# the interpreter exits: its exit handlers unload the library under them.  At exit, new compiles wait
-# forever (their threads are daemons) and running ones are waited for, at most TROPICAL_GEMM_EXIT_WAIT s.
+# the interpreter exits: its exit handlers unload the library under them.  At exit, running ones are
+# waited for, at most TROPICAL_GEMM_EXIT_WAIT s, and other threads' new ones wait forever (they are
+# daemons: every other thread was joined before exit handlers run).  The exiting thread itself still
+# compiles: an exit handler that needs a kernel must not wait for itself.
 _nvrtc_busy = threading.Condition()
 _nvrtc_running = 0
-_exiting = False
+_exiting_thread: "threading.Thread | None" = None
 
 
 @contextlib.contextmanager
 def _in_nvrtc():
     global _nvrtc_running
     with _nvrtc_busy:
-        while _exiting:
+        while _exiting_thread not in (None, threading.current_thread()):
             _nvrtc_busy.wait()
         _nvrtc_running += 1
     try:
@@ -329,17 +332,25 @@ def _wait_for_compiles_at_exit() -> None:
     # A compile in this process's thread cannot be left to finish on its own as a worker's can, so
     # TROPICAL_GEMM_EXIT_WAIT=0 (or a bad value, reported by the workers' own exit hook) still
     # waits, with the default bound.
-    global _exiting
+    global _exiting_thread
     try:
         budget = exit_wait_seconds() or DEFAULT_EXIT_WAIT
     except ValueError:
         budget = DEFAULT_EXIT_WAIT
     with _nvrtc_busy:
-        _exiting = True
+        _exiting_thread = threading.current_thread()
         try:
             _nvrtc_busy.wait_for(lambda: _nvrtc_running == 0, timeout=budget)
         except KeyboardInterrupt:
             pass
 
 
+def _forget_compiles_in_child() -> None:
+    """After ``os.fork()``: the parent's compiling threads are not in the child, nor is a lock they held."""
+    global _nvrtc_busy, _nvrtc_running, _exiting_thread
+    _nvrtc_busy, _nvrtc_running, _exiting_thread = threading.Condition(), 0, None
+
+
 atexit.register(_wait_for_compiles_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_compiles_in_child)
