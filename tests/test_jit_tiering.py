@@ -227,3 +227,21 @@ def test_a_worker_builds_through_the_cache_without_importing_numpy_or_the_api(ca
     assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
     assert len(cache_files(cache_root, ".cubin")) == 1
     assert json.loads((job / compile_worker.RESULTS_FILE).read_text())["outcomes"][0]["compiled"] is True
+
+
+def test_a_worker_that_cannot_be_started_leaves_no_job_folder(cache_root, monkeypatch, tmp_path, caplog):
+    import subprocess
+    import tempfile
+
+    def no_process(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    tiers = _tiers(cache_root)
+    assert tiers.serve_baseline(TUNED, 0)
+    assert tiers.serve_baseline(TUNED, 0)  # the failure is logged at the swap, not raised
+    assert tiers.stats()["background_failures"] == 1 and "Too many open files" in caplog.text
+    assert list(temp.iterdir()) == []

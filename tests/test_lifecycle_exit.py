@@ -216,3 +216,21 @@ def test_exiting_while_the_users_own_threads_compile_waits_for_them(cache_root, 
     stats = last_json_line(again.stdout)  # a thread stopped while storing left a miss, never a bad entry
     assert (again.returncode, stats["compiled"] + stats["disk_hits"], stats["corrupt_replaced"]) == (0, 15, 0)
     assert stats["disk_hits"] >= 1
+
+
+@pytest.mark.parametrize("exit_wait", ["", "0"])
+def test_a_process_that_exits_without_reading_its_workers_results_leaves_no_folder_behind(
+        cache_root, monkeypatch, tmp_path, exit_wait):
+    """Each worker's job folder goes once both sides are done with it: waited for at exit, or abandoned."""
+    slow_workers(monkeypatch, 0.5)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"TROPICAL_GEMM_CACHE_DIR": str(cache_root), "TMPDIR": str(temp), "TROPICAL_GEMM_EXIT_WAIT": exit_wait}
+    result = run_python(script(), env)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert wait_for_cubins(cache_root, 3) == 3
+    deadline = time.monotonic() + 30
+    while any(temp.iterdir()) and time.monotonic() < deadline:  # an abandoned worker removes its own
+        time.sleep(0.1)
+    assert sorted(p.name for p in temp.iterdir()) == []
+
