@@ -234,3 +234,17 @@ def test_a_process_that_exits_without_reading_its_workers_results_leaves_no_fold
         time.sleep(0.1)
     assert sorted(p.name for p in temp.iterdir()) == []
 
+
+def test_an_exit_handler_that_runs_after_the_compilers_own_may_still_compile(cache_root):
+    """Handlers run last-registered first: one registered before the import runs after the exit wait."""
+    code = textwrap.dedent("""
+        import atexit
+        def compile_at_exit():
+            from tropical_gemm.jit import compile_spec, make_spec
+            outcome = compile_spec(make_spec("backward", "max_plus", "float32"), "sm_90")
+            print("compiled at exit", outcome.compiled, flush=True)
+        atexit.register(compile_at_exit)
+        import tropical_gemm.jit
+    """)
+    result = run_python(code, {"TROPICAL_GEMM_CACHE_DIR": str(cache_root)}, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "compiled at exit True\n", "")

@@ -303,18 +303,20 @@ def compile_program(source: str, entry_name: str, target: Target, extra_options:
 
 
 # Compiles in this process's own threads (a user's, calling compile_spec) must not be inside NVRTC when
-# the interpreter exits: its exit handlers unload the library under them.  At exit, new compiles wait
-# forever (their threads are daemons) and running ones are waited for, at most TROPICAL_GEMM_EXIT_WAIT s.
+# the interpreter exits: its exit handlers unload the library under them.  At exit, new compiles in other
+# threads wait forever (they are daemons) and running ones are waited for, at most TROPICAL_GEMM_EXIT_WAIT s.
+# The thread that runs the exit handlers compiles on: a later handler may need a kernel, and the library
+# is unloaded only after that handler returns.
 _nvrtc_busy = threading.Condition()
 _nvrtc_running = 0
-_exiting = False
+_exit_thread: "threading.Thread | None" = None
 
 
 @contextlib.contextmanager
 def _in_nvrtc():
     global _nvrtc_running
     with _nvrtc_busy:
-        while _exiting:
+        while _exit_thread is not None and _exit_thread is not threading.current_thread():
             _nvrtc_busy.wait()
         _nvrtc_running += 1
     try:
@@ -329,13 +331,13 @@ def _wait_for_compiles_at_exit() -> None:
     # A compile in this process's thread cannot be left to finish on its own as a worker's can, so
     # TROPICAL_GEMM_EXIT_WAIT=0 (or a bad value, reported by the workers' own exit hook) still
     # waits, with the default bound.
-    global _exiting
+    global _exit_thread
     try:
         budget = exit_wait_seconds() or DEFAULT_EXIT_WAIT
     except ValueError:
         budget = DEFAULT_EXIT_WAIT
     with _nvrtc_busy:
-        _exiting = True
+        _exit_thread = threading.current_thread()
         try:
             _nvrtc_busy.wait_for(lambda: _nvrtc_running == 0, timeout=budget)
         except KeyboardInterrupt:
