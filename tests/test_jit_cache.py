@@ -412,6 +412,24 @@ def test_clear_removes_only_cache_entries(cache_root):
     assert sorted(p.name for p in cache_root.iterdir()) == ["notes.txt"]
 
 
+
+def test_clear_after_another_clear_took_a_tree_it_had_listed(cache_root, monkeypatch):
+    """Two ``cache clear`` at once: a tree listed by one and renamed away by the other is the other's."""
+    from tropical_gemm.jit.cache import maintenance
+
+    cache = DiskCache(cache_root)
+    _entry(cache, "a", 1000, time.time())
+    listed = maintenance._names
+
+    def listed_then_taken(directory):
+        names = listed(directory)
+        if directory == cache_root:  # the other clear renames the tree right after this one listed it
+            os.rename(cache_root / "v2", cache_root / ".taken-by-another-clear")
+        return names
+
+    monkeypatch.setattr(maintenance, "_names", listed_then_taken)
+    assert cache.clear() == 0
+
 def test_metadata_round_trips_and_rejects_wrong_types():
     request = request_for()
     meta = dc.metadata_for(request, fake_compiled(request))

@@ -156,10 +156,10 @@ def clear(root: Path) -> int:
     count = 0
     for name in _names(root):
         path = root / name
-        if not (name[:1] == "v" and name[1:].isdigit() and stat.S_ISDIR(os.lstat(path).st_mode)):
-            continue
         aside = root / aside_name(name)
         try:
+            if not (name[:1] == "v" and name[1:].isdigit() and stat.S_ISDIR(os.lstat(path).st_mode)):
+                continue
             os.rename(path, aside)
         except FileNotFoundError:  # another clear got there first
             continue
