@@ -54,7 +54,7 @@ _ARCH_PATTERN = re.compile(r"^(?:(sm|compute)_?)?(?:(\d{2,3})|(\d{1,2})\.(\d))$"
 
 
 class NvrtcUnavailableError(RuntimeError):
-    """NVRTC (or CuPy's binding to it) cannot be loaded on this machine.
+    """The NVRTC library cannot be loaded on this machine.
 
     The message names the wheels to install (``pip install nvidia-cuda-nvrtc
     cupy-cuda13x``); no CUDA toolkit is needed.
