@@ -1,8 +1,8 @@
 """Keeping a cache tidy: listing, LRU pruning, clearing, and sweeping what dead writers left.
 
 Scratch paths (temp files and moved-aside paths) carry their writer's pid
-and host in their names, so the first cache use in a process removes those
-whose writer is gone, instead of waiting for a prune.  ``clear`` renames a
+and host in their names, so the first write to the cache in a process
+removes those whose writer is gone, instead of waiting for a prune.  ``clear`` renames a
 version tree away before deleting it, so processes writing at that moment
 simply recreate the directories and carry on.
 """
