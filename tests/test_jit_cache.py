@@ -309,6 +309,23 @@ def test_a_lock_left_by_a_killed_process_is_free(cache_root):
     assert outcome.stored and time.monotonic() - started < 2
 
 
+
+@pytest.mark.parametrize("no_locks", [errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS])
+def test_a_file_system_without_locks_still_caches(cache_root, monkeypatch, no_locks):
+    """NFS without a lock daemon (ENOLCK), or a mount without flock: the lock only saves duplicate compiles."""
+    import fcntl
+
+    def flock(fd, operation):
+        raise OSError(no_locks, os.strerror(no_locks))
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    request = request_for()
+    cache = DiskCache(cache_root)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DiskCacheWarning)
+        outcome = cache.get_or_build(request, lambda: fake_compiled(request))
+    assert outcome.stored and cache.writable and cache.lookup(request) is not None
+
 def test_the_lock_timeout_comes_from_the_environment(cache_root, monkeypatch):
     monkeypatch.setenv(dc.ENV_LOCK_TIMEOUT, "0.25")
     assert dc.default_cache().lock_timeout == 0.25

@@ -35,7 +35,7 @@ from .config import (
     DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem, user_stacklevel,
 )
 from .entry import BuildOutcome, CachedBinary, EntryInfo, EntryMetadata, PruneResult, metadata_for, outcome_from
-from .files import EntryLock, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir_chain, make_dir, \
+from .files import EntryLock, LocksUnsupported, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir_chain, make_dir, \
     read_capped, remove_aside, touch, unlink_quietly, untrusted_dir
 from .keys import FORMAT_VERSION, BuildRequest, entry_stem, version_text
 from .nvrtc_record import NvrtcRecord
@@ -295,6 +295,9 @@ class DiskCache:
             except LockTimeout:
                 log.warning("cache lock %s still held after %.1f s (a stuck process?); compiling %s without "
                             "waiting", lock_path, self.lock_timeout, request.name)
+                return None
+            except LocksUnsupported as exc:  # the atomic write needs no lock: at most a duplicate compile
+                log.info("no file lock on %s (%s); compiling %s without one", lock_path, exc, request.name)
                 return None
             except UntrustedFile as exc:
                 self._heal(lock_path, exc.problem)
