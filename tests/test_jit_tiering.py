@@ -245,3 +245,30 @@ def test_a_worker_that_cannot_be_started_leaves_no_job_folder(cache_root, monkey
     assert tiers.serve_baseline(TUNED, 0)  # the failure is logged at the swap, not raised
     assert tiers.stats()["background_failures"] == 1 and "Too many open files" in caplog.text
     assert list(temp.iterdir()) == []
+
+
+def test_wait_while_another_thread_is_still_starting_a_worker(cache_root, monkeypatch):
+    """A job is listed before its worker exists: ``wait`` from another thread waits for the start, no AttributeError."""
+    import threading
+
+    from tropical_gemm.jit import compile_worker
+
+    starting, go_on = threading.Event(), threading.Event()
+    start = compile_worker.start
+
+    def slow_start(*args):
+        starting.set()
+        go_on.wait(30)
+        return start(*args)
+
+    monkeypatch.setattr(compile_worker, "start", slow_start)
+    tiers = _tiers(cache_root)
+    first_call = threading.Thread(target=tiers.serve_baseline, args=(TUNED, 0))
+    first_call.start()
+    assert starting.wait(30)
+    try:
+        assert tiers.wait(0.2) is False  # the worker is not even started: unfinished
+    finally:
+        go_on.set()
+        first_call.join(30)
+    assert tiers.wait(60) is True and not tiers.serve_baseline(TUNED, 0)
