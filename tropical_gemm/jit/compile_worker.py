@@ -149,9 +149,7 @@ def _leave(directory: Path) -> bool:
     """
     try:
         os.close(os.open(directory / LEFT_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        return False
-    except OSError:  # the folder is gone already, or cannot take the file: nothing more to do
+    except OSError:  # the other side left first (the file exists), or the folder is gone already
         return False
     return True
 
@@ -230,7 +228,6 @@ def wait_at_exit() -> None:
         for worker in list(_live):
             if not worker.wait(max(0.0, deadline - time.monotonic())):
                 return
-            worker.abandon()
     except KeyboardInterrupt:
         return
     finally:
@@ -257,7 +254,7 @@ def run_job(folder: str) -> None:
     try:
         _build_all(directory, job)
     finally:
-        # the caller has gone (killed, or exited without reading): nobody will read the results
+        # nobody reads the results of a caller that has gone (killed), or that left them at its exit
         if os.getppid() != job["parent"] or not _leave(directory):
             _remove(directory)
 
