@@ -118,7 +118,7 @@ def _samples() -> dict[str, BaseException]:
     from tropical_gemm.cli import CliError
     from tropical_gemm.jit.bundle import BundleError
     from tropical_gemm.jit.cache.config import DiskCacheWarning
-    from tropical_gemm.jit.cache.files import LockTimeout, UntrustedFile
+    from tropical_gemm.jit.cache.files import LocksUnsupported, LockTimeout, UntrustedFile
     from tropical_gemm.jit.compile_worker import BackgroundCompileError
     from tropical_gemm.jit.compiler import CompileError, NvrtcUnavailableError, UnsupportedArchError
     from tropical_gemm.jit.driver import CudaAfterForkError, DriverError
@@ -128,7 +128,7 @@ def _samples() -> dict[str, BaseException]:
 
     samples = [
         CliError("no GPU"), BundleError("bundle.tar.gz: bad"), DiskCacheWarning("not using the cache"),
-        LockTimeout("/cache/v2/sm_90/k.lock"), UntrustedFile(Path("/cache/v2/k.json"), "is a symbolic link"),
+        LockTimeout("/cache/v2/sm_90/k.lock"), LocksUnsupported("No locks available"), UntrustedFile(Path("/cache/v2/k.json"), "is a symbolic link"),
         CompileError("NVRTC failed", kernel="tg_k", target="sm_90", log="error: x", source="int x;",
                      options=("-arch=sm_90",)),
         NvrtcUnavailableError("pip install nvidia-cuda-nvrtc"), UnsupportedArchError("cannot read 'sm_9x'"),

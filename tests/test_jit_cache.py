@@ -309,6 +309,23 @@ def test_a_lock_left_by_a_killed_process_is_free(cache_root):
     assert outcome.stored and time.monotonic() - started < 2
 
 
+
+@pytest.mark.parametrize("no_locks", [errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS])
+def test_a_file_system_without_locks_still_caches(cache_root, monkeypatch, no_locks):
+    """NFS without a lock daemon (ENOLCK), or a mount without flock: the lock only saves duplicate compiles."""
+    import fcntl
+
+    def flock(fd, operation):
+        raise OSError(no_locks, os.strerror(no_locks))
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    request = request_for()
+    cache = DiskCache(cache_root)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DiskCacheWarning)
+        outcome = cache.get_or_build(request, lambda: fake_compiled(request))
+    assert outcome.stored and cache.writable and cache.lookup(request) is not None
+
 def test_the_lock_timeout_comes_from_the_environment(cache_root, monkeypatch):
     monkeypatch.setenv(dc.ENV_LOCK_TIMEOUT, "0.25")
     assert dc.default_cache().lock_timeout == 0.25
@@ -411,6 +428,24 @@ def test_clear_removes_only_cache_entries(cache_root):
     assert cache.clear() == 2  # entries, as the other actions count: "a", and the old binary
     assert sorted(p.name for p in cache_root.iterdir()) == ["notes.txt"]
 
+
+
+def test_clear_after_another_clear_took_a_tree_it_had_listed(cache_root, monkeypatch):
+    """Two ``cache clear`` at once: a tree listed by one and renamed away by the other is the other's."""
+    from tropical_gemm.jit.cache import maintenance
+
+    cache = DiskCache(cache_root)
+    _entry(cache, "a", 1000, time.time())
+    listed = maintenance._names
+
+    def listed_then_taken(directory):
+        names = listed(directory)
+        if directory == cache_root:  # the other clear renames the tree right after this one listed it
+            os.rename(cache_root / "v2", cache_root / ".taken-by-another-clear")
+        return names
+
+    monkeypatch.setattr(maintenance, "_names", listed_then_taken)
+    assert cache.clear() == 0
 
 def test_metadata_round_trips_and_rejects_wrong_types():
     request = request_for()

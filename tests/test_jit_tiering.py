@@ -227,3 +227,48 @@ def test_a_worker_builds_through_the_cache_without_importing_numpy_or_the_api(ca
     assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
     assert len(cache_files(cache_root, ".cubin")) == 1
     assert json.loads((job / compile_worker.RESULTS_FILE).read_text())["outcomes"][0]["compiled"] is True
+
+
+def test_a_worker_that_cannot_be_started_leaves_no_job_folder(cache_root, monkeypatch, tmp_path, caplog):
+    import subprocess
+    import tempfile
+
+    def no_process(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    tiers = _tiers(cache_root)
+    assert tiers.serve_baseline(TUNED, 0)
+    assert tiers.serve_baseline(TUNED, 0)  # the failure is logged at the swap, not raised
+    assert tiers.stats()["background_failures"] == 1 and "Too many open files" in caplog.text
+    assert list(temp.iterdir()) == []
+
+
+def test_wait_while_another_thread_is_still_starting_a_worker(cache_root, monkeypatch):
+    """A job is listed before its worker exists: ``wait`` from another thread waits for the start, no AttributeError."""
+    import threading
+
+    from tropical_gemm.jit import compile_worker
+
+    starting, go_on = threading.Event(), threading.Event()
+    start = compile_worker.start
+
+    def slow_start(*args):
+        starting.set()
+        go_on.wait(30)
+        return start(*args)
+
+    monkeypatch.setattr(compile_worker, "start", slow_start)
+    tiers = _tiers(cache_root)
+    first_call = threading.Thread(target=tiers.serve_baseline, args=(TUNED, 0))
+    first_call.start()
+    assert starting.wait(30)
+    try:
+        assert tiers.wait(0.2) is False  # the worker is not even started: unfinished
+    finally:
+        go_on.set()
+        first_call.join(30)
+    assert tiers.wait(60) is True and not tiers.serve_baseline(TUNED, 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import io
 import json
@@ -93,6 +94,25 @@ def test_a_bundle_round_trips_into_an_empty_cache(bundle, tmp_path):
     assert sorted(e.metadata.stem for e in node.entries()) == \
         sorted(e.metadata.stem for e in DiskCache(Path(dc.cache_dir())).entries())
 
+
+
+def test_an_export_cut_short_leaves_the_bundle_that_was_there(bundle, cache_root, tmp_path, monkeypatch):
+    from tropical_gemm.jit import bundle as bundle_module
+
+    before = bundle.read_bytes()
+    added = bundle_module._add_member
+
+    def disk_full_at_the_third_member(archive, name, data):
+        if len(archive.getmembers()) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        added(archive, name, data)
+
+    monkeypatch.setattr(bundle_module, "_add_member", disk_full_at_the_third_member)
+    with pytest.raises(OSError, match="No space left"):
+        export_bundle(DiskCache(cache_root), bundle)
+    assert bundle.read_bytes() == before
+    assert sorted(p.name for p in bundle.parent.iterdir() if p.name.endswith(".tmp")) == []
+    assert import_bundle(DiskCache(tmp_path / "node"), bundle).imported == 4
 
 def test_export_can_select_targets(bundle, cache_root, tmp_path):
     path = tmp_path / "sm90.tar.gz"

@@ -218,6 +218,23 @@ def test_exiting_while_the_users_own_threads_compile_waits_for_them(cache_root, 
     assert stats["disk_hits"] >= 1
 
 
+@pytest.mark.parametrize("exit_wait", ["", "0"])
+def test_a_process_that_exits_without_reading_its_workers_results_leaves_no_folder_behind(
+        cache_root, monkeypatch, tmp_path, exit_wait):
+    """Each worker's job folder goes once both sides are done with it: waited for at exit, or abandoned."""
+    slow_workers(monkeypatch, 0.5)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"TROPICAL_GEMM_CACHE_DIR": str(cache_root), "TMPDIR": str(temp), "TROPICAL_GEMM_EXIT_WAIT": exit_wait}
+    result = run_python(script(), env)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert wait_for_cubins(cache_root, 3) == 3
+    deadline = time.monotonic() + 30
+    while any(temp.iterdir()) and time.monotonic() < deadline:  # an abandoned worker removes its own
+        time.sleep(0.1)
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
 def test_an_exit_handler_that_compiles_is_not_made_to_wait_for_itself(cache_root):
     """A handler registered before the import runs after ours: its compile goes ahead, never a hang."""
     code = textwrap.dedent("""

@@ -2,11 +2,13 @@
 
 Each CUDA kernel (a ``KernelSpec``) is compiled with NVRTC the first
 time it is requested, stored on disk on its own behind a file lock, and
-loaded into CuPy; later requests in the process are a dict lookup, and later
-processes load the cached binary in about a millisecond.  See docs/jit.md.
+loaded into the GPU through the CUDA driver (``jit.driver``); later requests
+in the process are a dict lookup, and later processes load the cached binary
+without a compile.  See docs/jit.md.
 
-Importing this module does not import CuPy; the CUDA engine's
-``get_function`` and the compile functions do, on first use.
+Neither importing this module nor compiling or loading a kernel imports
+CuPy: NVRTC and the driver are called through ctypes (``jit.nvrtc``,
+``jit.driver``).
 
 Examples:
     >>> import tropical_gemm.jit as jit

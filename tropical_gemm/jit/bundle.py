@@ -44,7 +44,7 @@ from .._version import __version__
 from . import log
 from .cache import FORMAT_VERSION, DiskCache, EntryMetadata, KernelCache, payload_suffix
 from .cache.config import MAX_METADATA_BYTES
-from .cache.files import UntrustedFile, read_capped
+from .cache.files import UntrustedFile, read_capped, temp_name, unlink_quietly
 
 BUNDLE_FORMAT = 1
 MANIFEST_NAME = "tropical-gemm-bundle.json"
@@ -115,10 +115,18 @@ def export_bundle(cache: KernelCache, path: Path, *, targets: Iterable[str] | No
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "entries": records,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(path, "w:gz") as archive:
-        _add_member(archive, MANIFEST_NAME, json.dumps(manifest, indent=2).encode())
-        for name, data in members:
-            _add_member(archive, name, data)
+    # Written beside ``path`` and renamed over it: an export cut short (a full disk, Ctrl-C) leaves
+    # whatever was at ``path`` before, never the first part of a bundle.
+    scratch = path.with_name(temp_name(path.name))
+    try:
+        with tarfile.open(scratch, "w:gz") as archive:
+            _add_member(archive, MANIFEST_NAME, json.dumps(manifest, indent=2).encode())
+            for name, data in members:
+                _add_member(archive, name, data)
+        os.replace(scratch, path)
+    except BaseException:
+        unlink_quietly(scratch)
+        raise
     return len(records)
 
 

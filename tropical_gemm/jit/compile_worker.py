@@ -20,6 +20,9 @@ caller for the same reason.
   60), so that a script run twice in a row finds its kernels on disk.
   ``TROPICAL_GEMM_EXIT_WAIT=0`` exits at once; the workers still finish
   and store their kernels, a moment later.
+* The folder is removed by whichever side is done with it last: the caller
+  once it has read the results, or, when the caller exits without reading
+  them, the worker or the caller's exit (``_leave``), never neither.
 * After ``os.fork()`` the child process forgets its parent's workers: they
   are not its children, and their results are the parent's to read.
 """
@@ -39,6 +42,8 @@ from .exit_wait import exit_wait_seconds
 
 JOB_FILE = "job.json"
 RESULTS_FILE = "results.json"
+#: Created by the first of the two sides (worker, exiting caller) to be done with the folder.
+LEFT_FILE = "left"
 
 
 class BackgroundCompileError(RuntimeError):
@@ -100,14 +105,21 @@ class Worker:
 
     def outcomes(self) -> list[BuildOutcome]:
         """What the finished worker built, in request order; a failure raises ``BackgroundCompileError``."""
-        import shutil
-
         try:
             return self._read_outcomes()
         finally:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            if self in _live:
-                _live.remove(self)
+            _remove(self.directory)
+            self._forget()
+
+    def abandon(self) -> None:
+        """The caller exits without reading the results: the folder goes now if the worker is done, else with it."""
+        if self.done() or not _leave(self.directory):
+            _remove(self.directory)
+        self._forget()
+
+    def _forget(self) -> None:
+        if self in _live:
+            _live.remove(self)
 
     def _read_outcomes(self) -> list[BuildOutcome]:
         try:
@@ -127,6 +139,25 @@ def _tail(path: Path, limit: int = 2000) -> str:
         return path.read_text(errors="replace")[-limit:].strip() or "(empty)"
     except OSError:
         return "(none)"
+
+
+def _leave(directory: Path) -> bool:
+    """Say that one side is done with ``directory``; False when the other side had said so already.
+
+    Creating a file is atomic: of the worker and the exiting caller, exactly
+    one finds the other gone, and removes the folder.
+    """
+    try:
+        os.close(os.open(directory / LEFT_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:  # the other side left first (the file exists), or the folder is gone already
+        return False
+    return True
+
+
+def _remove(directory: Path) -> None:
+    import shutil
+
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 _live: list[Worker] = []
@@ -153,15 +184,19 @@ def start(requests: Sequence[BuildRequest], cache_root: Path | None) -> Worker:
     import tempfile
 
     directory = Path(tempfile.mkdtemp(prefix="tropical_gemm-compile-"))
-    job = {"parent": os.getpid(), "cache_root": None if cache_root is None else str(cache_root),
-           "requests": [request_to_json(r) for r in requests]}
-    (directory / JOB_FILE).write_text(json.dumps(job))
-    with open(directory / "stderr", "wb") as stderr:
-        jit_folder = Path(__file__).resolve().parent
-        process = subprocess.Popen([sys.executable, "-c", _WORKER_MAIN, str(directory), str(jit_folder.parent),
-                                    str(jit_folder)], stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=stderr, close_fds=True,
-                                   start_new_session=True)
+    try:
+        job = {"parent": os.getpid(), "cache_root": None if cache_root is None else str(cache_root),
+               "requests": [request_to_json(r) for r in requests]}
+        (directory / JOB_FILE).write_text(json.dumps(job))
+        with open(directory / "stderr", "wb") as stderr:
+            jit_folder = Path(__file__).resolve().parent
+            process = subprocess.Popen([sys.executable, "-c", _WORKER_MAIN, str(directory), str(jit_folder.parent),
+                                        str(jit_folder)], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=stderr, close_fds=True,
+                                       start_new_session=True)
+    except BaseException:  # no worker will ever read or remove the folder
+        _remove(directory)
+        raise
     worker = Worker(process, directory)
     global _exit_wait_registered
     if not _exit_wait_registered:
@@ -181,21 +216,23 @@ def wait_at_exit() -> None:
 
     Bounded by the workers themselves and by ``TROPICAL_GEMM_EXIT_WAIT``; a
     Ctrl-C during the wait ends it quietly (the workers finish on their own).
+    Nobody reads the results now: each worker's folder is abandoned.
     """
     try:
-        budget = exit_wait_seconds()
-    except ValueError as exc:
-        print(f"tropical_gemm: {exc}; not waiting for background compiles", file=sys.stderr)
-        return
-    if budget == 0:
-        return
-    deadline = time.monotonic() + budget
-    try:
+        try:
+            budget = exit_wait_seconds()
+        except ValueError as exc:
+            print(f"tropical_gemm: {exc}; not waiting for background compiles", file=sys.stderr)
+            return
+        deadline = time.monotonic() + budget
         for worker in list(_live):
             if not worker.wait(max(0.0, deadline - time.monotonic())):
                 return
     except KeyboardInterrupt:
         return
+    finally:
+        for worker in list(_live):
+            worker.abandon()
 
 
 def _forget_in_child() -> None:
@@ -214,6 +251,15 @@ def run_job(folder: str) -> None:
     """Build every request of the job in ``folder`` through the disk cache; write the binaries and results."""
     directory = Path(folder)
     job = json.loads((directory / JOB_FILE).read_text())
+    try:
+        _build_all(directory, job)
+    finally:
+        # nobody reads the results of a caller that has gone (killed), or that left them at its exit
+        if os.getppid() != job["parent"] or not _leave(directory):
+            _remove(directory)
+
+
+def _build_all(directory: Path, job: dict[str, Any]) -> None:
     root = job["cache_root"]
     cache = cache_for(CacheConfig.from_env()._replace(root=None if root is None else Path(root)))
     outcomes: list[dict[str, Any]] = []
@@ -232,7 +278,3 @@ def run_job(folder: str) -> None:
     scratch = directory / (RESULTS_FILE + ".part")
     scratch.write_text(json.dumps(results))
     os.replace(scratch, directory / RESULTS_FILE)
-    if os.getppid() != job["parent"]:  # the caller has gone: nobody will read the results
-        import shutil
-
-        shutil.rmtree(directory, ignore_errors=True)

@@ -86,7 +86,8 @@ def build_request(spec: KernelSpec, target: Target, source: str, *, probe: bool 
     """Everything the cache key of ``spec``'s binary for ``target`` depends on.
 
     A probe leaves the NVRTC version open: it asks for this program from any
-    NVRTC, without loading the NVRTC library (about 15 ms) to find its version.
+    NVRTC, without loading the NVRTC library to find its version (a ``dlopen``
+    that would cost a warm start more than the rest of its lookup).
     """
     return BuildRequest(
         name=spec.name, source=source, target=target, nvrtc_version=None if probe else nvrtc_version(),

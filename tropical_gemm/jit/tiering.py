@@ -65,6 +65,7 @@ class _Job:
         self.target: Any = None
         self.worker: compile_worker.Worker | None = None
         self.error: BaseException | None = None
+        self.started = threading.Event()  # set once ``worker`` or ``error`` is; the job is listed before either
         self.settle_lock = threading.Lock()
         self.settled = False
 
@@ -194,6 +195,8 @@ class Tiers:
         # caller: it is logged at the swap, and the launches stay on the baseline kernel.
         except Exception as exc:
             job.error = exc
+        finally:
+            job.started.set()
 
     def _settle(self, job: _Job) -> bool:
         """Adopt a finished job's binaries on this thread, once; True when its kernels are now servable.
@@ -237,9 +240,13 @@ class Tiers:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._guard:
             jobs = list({id(job): job for job in self._jobs.values()}.values())
+        def left() -> "float | None":
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         for job in jobs:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if job.worker is not None and not job.worker.wait(left):
+            if not job.started.wait(left()):  # another thread is still starting its worker
+                return False
+            if job.worker is not None and not job.worker.wait(left()):
                 return False
             self._settle(job)
         return True

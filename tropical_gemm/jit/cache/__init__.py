@@ -8,6 +8,7 @@
 * ``sealed``: files stored with their SHA-256 and read back only if it matches (for formats that
   run code when loaded, such as numba's pickles);
 * ``store``: ``DiskCache``, lookup, lock, write, heal;
+* ``nvrtc_record``: the running NVRTC's version, recorded so that a warm start need not load NVRTC;
 * ``maintenance``: list, prune, clear, debris;
 * ``null``: ``NullCache`` where caching is off;
 * ``protocol``: ``KernelCache``, what the registry depends on.

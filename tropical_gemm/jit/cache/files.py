@@ -47,6 +47,14 @@ class LockTimeout(Exception):
     """Another process held an entry's lock for the whole timeout."""
 
 
+class LocksUnsupported(Exception):
+    """The file system under a lock file has no ``flock`` (NFS without a lock daemon, some FUSE or Lustre mounts)."""
+
+
+#: What ``flock`` raises where the file system offers no locks, as opposed to a lock that is taken.
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
+
+
 # os.uname().nodename is what socket.gethostname() returns on POSIX, without importing socket.
 _HOST = hashlib.sha256(os.uname().nodename.encode()).hexdigest()[:8]
 _OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -332,6 +340,10 @@ class EntryLock:
                 if time.monotonic() >= deadline:
                     raise LockTimeout(str(self.path)) from None
                 time.sleep(0.02)
+            except OSError as exc:
+                if exc.errno in _NO_LOCKS:
+                    raise LocksUnsupported(exc.strerror) from None
+                raise
 
     def release(self) -> None:
         if self._fd is not None:

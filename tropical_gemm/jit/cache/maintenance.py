@@ -1,8 +1,8 @@
 """Keeping a cache tidy: listing, LRU pruning, clearing, and sweeping what dead writers left.
 
 Scratch paths (temp files and moved-aside paths) carry their writer's pid
-and host in their names, so the first cache use in a process removes those
-whose writer is gone, instead of waiting for a prune.  ``clear`` renames a
+and host in their names, so the first write to the cache in a process
+removes those whose writer is gone, instead of waiting for a prune.  ``clear`` renames a
 version tree away before deleting it, so processes writing at that moment
 simply recreate the directories and carry on.
 """
@@ -156,10 +156,10 @@ def clear(root: Path) -> int:
     count = 0
     for name in _names(root):
         path = root / name
-        if not (name[:1] == "v" and name[1:].isdigit() and stat.S_ISDIR(os.lstat(path).st_mode)):
-            continue
         aside = root / aside_name(name)
         try:
+            if not (name[:1] == "v" and name[1:].isdigit() and stat.S_ISDIR(os.lstat(path).st_mode)):
+                continue
             os.rename(path, aside)
         except FileNotFoundError:  # another clear got there first
             continue

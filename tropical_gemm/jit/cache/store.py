@@ -29,17 +29,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from .. import compiler, log
+from .. import log
 from ..compiler import CompiledKernel
 from .config import (
     DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem, user_stacklevel,
 )
 from .entry import BuildOutcome, CachedBinary, EntryInfo, EntryMetadata, PruneResult, metadata_for, outcome_from
-from .files import EntryLock, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir_chain, make_dir, \
+from .files import EntryLock, LocksUnsupported, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir_chain, make_dir, \
     read_capped, remove_aside, touch, unlink_quietly, untrusted_dir
 from .keys import FORMAT_VERSION, BuildRequest, entry_stem, version_text
-
-STAMP_NAME = "nvrtc-running"
+from .nvrtc_record import NvrtcRecord
 
 #: Write errors a retry can fix: the tree was renamed away by ``cache clear``,
 #: or a path is a directory where a file belongs (healed before the retry).
@@ -70,7 +69,7 @@ class DiskCache:
         self._untrusted = False
         self._opened = False
         self._swept = False
-        self._stamp: tuple[str, ...] | None = None
+        self._nvrtc_record = NvrtcRecord(self.format_dir, self._read, self.trust, lambda: self._problem is None)
         self._warned: set[str] = set()
         self._guard = threading.Lock()
         self._warn_guard = threading.Lock()
@@ -165,25 +164,10 @@ class DiskCache:
         return None
 
     def _running(self, request: BuildRequest) -> str | None:
-        """The running NVRTC's version.
-
-        Read from the cache's record when the record names the very library
-        file this process would load (no ``dlopen`` on a warm start); else
-        asked of NVRTC, and recorded.  A process that cannot load NVRTC at all
-        falls back to the recorded version.
-        """
+        """The NVRTC version of an exact request; for a probe, the running one (see ``nvrtc_record``)."""
         if request.nvrtc_version is not None:
             return version_text(request.nvrtc_version)
-        recorded, identity = self._read_stamp()
-        if identity is not None and identity == compiler.nvrtc_identity(loaded=False):
-            return recorded
-        try:
-            running = compiler.nvrtc_version()
-        except compiler.NvrtcUnavailableError:  # a load-only node: the version this cache's compiles recorded
-            return recorded
-        if os.path.isdir(self.format_dir):  # else the first compile creates it, and records the version then
-            self._remember_running(running)
-        return version_text(running)
+        return self._nvrtc_record.running_version()
 
     def _versions_for(self, request: BuildRequest) -> list[str]:
         """NVRTC versions whose entries may serve ``request``, best first: never "newer is better".
@@ -246,25 +230,6 @@ class DiskCache:
         log.warning("cache path %s %s; moved it aside, the next build rewrites it", path, problem)
         remove_aside(path)
 
-    def _read_stamp(self) -> tuple[str | None, str | None]:
-        """The recorded NVRTC version and the identity of the library that reported it (either may be None)."""
-        if self._stamp is None:
-            raw = self._read(self.format_dir / STAMP_NAME, 1024)
-            self._stamp = tuple(raw.decode("ascii", "replace").splitlines()[:2]) if raw else ()
-        version, identity = (*self._stamp, None, None)[:2]
-        return version or None, identity or None
-
-    def _remember_running(self, version: tuple[int, int]) -> None:
-        """Record the NVRTC that ran, and its library file, for warm starts and for nodes that cannot load it."""
-        record = (version_text(version), compiler.nvrtc_identity(loaded=True) or "")
-        if self._read_stamp() == (record[0], record[1] or None) or self._problem is not None:
-            return
-        self._stamp = record  # tried once per process, written or not
-        try:
-            atomic_write(self.format_dir / STAMP_NAME, "\n".join(record).encode() + b"\n", self.trust)
-        except OSError as exc:
-            log.info("cannot record the running NVRTC version in %s (%s)", self.format_dir, exc)
-
     # ---- building --------------------------------------------------------------------------------
 
     def get_or_build(self, request: BuildRequest, compile_fn: Callable[[], CompiledKernel], *,
@@ -281,7 +246,7 @@ class DiskCache:
             for problem in corrupt:
                 log.warning("not loading corrupt cache entry %s", problem)
             if found.exact:  # the running NVRTC is known here: keep the warm-start record current
-                self._remember_running(request.nvrtc_version)  # type: ignore[arg-type]
+                self._nvrtc_record.remember(request.nvrtc_version)  # type: ignore[arg-type]
             return outcome_from(found)
         # Only metadata that failed verification is corruption: a binary alone
         # is a write cut short between its two commits.
@@ -299,7 +264,7 @@ class DiskCache:
             if lock is not None:
                 lock.release()
         if path is not None:
-            self._remember_running(compiled.nvrtc_version)
+            self._nvrtc_record.remember(compiled.nvrtc_version)
         replaced = corrupt_before and path is not None
         if corrupt:
             log.warning("%s corrupt cache entry %s", "replaced" if replaced else "not loading", corrupt[0])
@@ -330,6 +295,9 @@ class DiskCache:
             except LockTimeout:
                 log.warning("cache lock %s still held after %.1f s (a stuck process?); compiling %s without "
                             "waiting", lock_path, self.lock_timeout, request.name)
+                return None
+            except LocksUnsupported as exc:  # the atomic write needs no lock: at most a duplicate compile
+                log.info("no file lock on %s (%s); compiling %s without one", lock_path, exc, request.name)
                 return None
             except UntrustedFile as exc:
                 self._heal(lock_path, exc.problem)
