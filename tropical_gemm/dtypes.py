@@ -139,9 +139,13 @@ def differentiable(dtype: np.dtype) -> bool:
     return dtype.name in FLOAT_DTYPES or is_half(dtype)
 
 
+#: The dtypes of an argmax, in this machine's byte order: what ``argmax_dtype`` gives, and all the engines read.
+INDEX_DTYPES: tuple[np.dtype, np.dtype] = (np.dtype(np.int32), np.dtype(np.int64))
+
+
 def argmax_dtype(k: int) -> np.dtype:
     """int32 indices, unless K is so large that an index needs 64 bits."""
-    return np.dtype(np.int32) if k < 2**31 else np.dtype(np.int64)
+    return INDEX_DTYPES[0] if k < 2**31 else INDEX_DTYPES[1]
 
 
 def dtype_name(dtype: np.dtype) -> str:
