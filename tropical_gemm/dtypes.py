@@ -50,13 +50,18 @@ def canonical_dtype(dtype: object) -> np.dtype:
     except TypeError as exc:
         raise TypeError(f"unsupported dtype {dtype!r}; supported: {', '.join(SUPPORTED_DTYPES)}") from exc
     if not dt.isnative and dt.newbyteorder("=") in _SUPPORTED:
-        order = "big" if dt.byteorder == ">" else "little"
-        raise TypeError(f"unsupported dtype {dt}: it is {order}-endian, not this machine's byte order; convert it, "
-                        f"e.g. x.astype(x.dtype.newbyteorder('='))")
+        raise byte_order_error(dt)
     if not ((dt in _SUPPORTED and dt.isnative) or dt.name == "bfloat16"):
         hint = " (bool operands take the boolean semiring, semiring='and_or')" if dt.kind == "b" else ""
         raise TypeError(f"unsupported dtype {dt}; supported: {', '.join(SUPPORTED_DTYPES)}{hint}")
     return dt
+
+
+def byte_order_error(dtype: np.dtype) -> TypeError:
+    """The error for an array in the other byte order than this machine's: it names the conversion."""
+    order = "big" if dtype.byteorder == ">" else "little"
+    return TypeError(f"unsupported dtype {dtype}: it is {order}-endian, not this machine's byte order; convert it, "
+                     f"e.g. x.astype(x.dtype.newbyteorder('='))")
 
 
 def truth_dtype(a: object, b: object) -> np.dtype:
