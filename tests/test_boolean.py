@@ -236,3 +236,22 @@ def test_torch_and_dask_operands_are_a_clear_error():
     x = dask_array.ones((2, 3), dtype=bool)
     with pytest.raises(TypeError, match="not dask arrays"):
         tg.matmul(x, x.T, "and_or")
+
+
+def test_cpu_warmup_prepares_its_kernels(cache_root, capsys):
+    """``warmup --device cpu`` (every semiring by default) took and_or for an ordered semiring and failed."""
+    import json
+
+    from tropical_gemm.cli import main
+    from tropical_gemm.engines.cpu import boolean
+
+    for cached in (boolean.tile_function, boolean._pack_function):
+        cached.cache_clear()  # so that this cache gets their files
+    assert main(["warmup", "--device", "cpu", "--semiring", "and_or", "--dtype", "float64", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    # the tile with and without argmax, and the packers of bool and uint8, whichever kernels serve the others
+    assert (summary["products"], summary["numba_kernels"]) == (2, 4)
+    assert len(list((cache_root / "numba-cpu").rglob("*.nbc"))) == 4
+    a = np.random.default_rng(8).random((5, 70)) < 0.1
+    np.testing.assert_array_equal(tg.matmul(a, a.T, "and_or"), (a.astype(int) @ a.T.astype(int)) > 0)
+    assert boolean.tile_function.cache_info().misses == 2  # the product compiled nothing more
