@@ -13,6 +13,7 @@ match to the bit.
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import textwrap
@@ -183,6 +184,12 @@ def test_thread_count_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> Non
     assert cpu.num_threads() == 3
     with pytest.raises(ValueError, match="at least 1"):
         cpu.set_num_threads(0)
+
+
+def test_the_backward_runs_the_kind_of_kernels_the_products_run() -> None:
+    """The backward kept the first choice it saw (a cache of its own), whatever the products then ran."""
+    backward = importlib.import_module("tropical_gemm.engines.cpu.backward")
+    assert backward._native() is cpu._native_kernels()
 
 
 def test_kernels_are_cached_under_the_cache_root(cache_root) -> None:
