@@ -169,3 +169,21 @@ def no_nvrtc_library(monkeypatch):
     monkeypatch.undo()
     for cached in caches:
         cached.cache_clear()
+
+
+@pytest.fixture
+def cpu_threads(monkeypatch: pytest.MonkeyPatch):
+    """``cpu_threads(n)``: the CPU engine's work from then on runs on ``n`` worker threads, however small.
+
+    Below its work thresholds a product (or a backward) runs on the calling
+    thread; with them at 0 the small operands of a property test are cut into
+    tiles of C (and bands of the gradients) as a large product's would be.
+    """
+    from tropical_gemm.engines import cpu
+    from tropical_gemm.engines.cpu import boolean, workers
+
+    monkeypatch.setattr(cpu, "SERIAL_WORK", 0)
+    monkeypatch.setattr(workers, "SERIAL_WORK", 0)
+    monkeypatch.setattr(boolean, "SERIAL_WORDS", 0)
+    yield cpu.set_num_threads
+    cpu.set_num_threads(None)

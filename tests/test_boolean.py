@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tropical_gemm as tg
+from strategies import LAYOUTS
 from tropical_gemm.jit import catalogue, kernel_source, make_spec
 from tropical_gemm.semirings import BOOLEAN_PAIR, register_semiring
 
@@ -236,3 +239,42 @@ def test_torch_and_dask_operands_are_a_clear_error():
     x = dask_array.ones((2, 3), dtype=bool)
     with pytest.raises(TypeError, match="not dask arrays"):
         tg.matmul(x, x.T, "and_or")
+
+
+def test_cpu_warmup_prepares_its_kernels(cache_root, capsys):
+    """``warmup --device cpu`` (every semiring by default) took and_or for an ordered semiring and failed."""
+    import json
+
+    from tropical_gemm.cli import main
+    from tropical_gemm.engines.cpu import boolean
+
+    for cached in (boolean.tile_function, boolean._pack_function):
+        cached.cache_clear()  # so that this cache gets their files
+    assert main(["warmup", "--device", "cpu", "--semiring", "and_or", "--dtype", "float64", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    # the tile with and without argmax, and the packers of bool and uint8, whichever kernels serve the others
+    assert (summary["products"], summary["numba_kernels"]) == (2, 4)
+    assert len(list((cache_root / "numba-cpu").rglob("*.nbc"))) == 4
+    a = np.random.default_rng(8).random((5, 70)) < 0.1
+    np.testing.assert_array_equal(tg.matmul(a, a.T, "and_or"), (a.astype(int) @ a.T.astype(int)) > 0)
+    assert boolean.tile_function.cache_info().misses == 2  # the product compiled nothing more
+
+
+@settings(max_examples=25)
+@given(shapes=st.tuples(st.sampled_from([((), ()), ((2,), ()), ((), (3,)), ((1, 3), (2, 1)), ((2, 1), (3,))]),
+                        st.integers(1, 40), st.sampled_from([0, 1, 7, 63, 64, 65, 127, 129]), st.integers(1, 40)),
+       layouts=st.tuples(st.sampled_from(sorted(LAYOUTS)), st.sampled_from(sorted(LAYOUTS))),
+       dtypes=st.tuples(st.sampled_from(["bool", "uint8"]), st.sampled_from(["bool", "uint8"])),
+       threads=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_cpu_products_on_every_split_match_the_reference(cpu_threads, shapes, layouts, dtypes, threads, seed):
+    """Words cut at 63/64/65 ks, uint8 values of every byte, strided layouts and batches, over 1 to 4 threads."""
+    (batch_a, batch_b), m, k, n = shapes
+    rng = np.random.default_rng(seed)
+    a, b = truth(rng, (*batch_a, m, k), k, dtypes[0]), truth(rng, (*batch_b, k, n), k, dtypes[1])
+    cpu_threads(threads)
+    want_c, want_k = reference(a, b)
+    views = [LAYOUTS[layout](x, lambda y: y) for layout, x in zip(layouts, (a, b))]
+    c, idx = tg.matmul(*views, "and_or", argmax=True)
+    np.testing.assert_array_equal(c, want_c)
+    np.testing.assert_array_equal(idx, want_k)
+    np.testing.assert_array_equal(tg.matmul(*views, "and_or"), want_c)

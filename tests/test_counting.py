@@ -18,6 +18,8 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tropical_gemm as tg
 from counting_reference import INT64_MAX, reference_counting_einsum, reference_counting_matmul, zero
@@ -192,11 +194,17 @@ def test_negative_counts_are_refused():
     (lambda a: tg.matmul((a[0].astype(np.int32), a[1]), (a[0].astype(np.int32), a[1]), "count_max_plus"),
      TypeError, "must be float32 or float64"),
     (lambda a: tg.matmul((a[0].astype(np.float32), a[1]), a, "count_max_plus"), TypeError, "different dtypes"),
+    (lambda a: tg.matmul((a[0].astype(">f8"), a[1]), (a[0].astype(">f8"), a[1]), "count_max_plus"), TypeError,
+     r"big-endian, not this machine's byte order; convert it"),
+    (lambda a: tg.einsum("ij,jk->ik", (a[0].astype(">f4"), a[1]), (a[0].astype(">f4"), a[1]),
+                         semiring="count_min_plus"), TypeError, r">f4: it is big-endian"),
     (lambda a: tg.matmul(a, a, "count_max_mul"), ValueError, "unknown semiring"),
     (lambda a: tg.einsum("ij,jk->ik", a, a), TypeError, "pairs are the operands of the counting semirings"),
     (lambda a: tg.einsum("ij,jk->", a, a, semiring="count_max_plus", return_configuration=True), ValueError,
      "return_configuration=True is not defined"),
     (lambda a: tg.einsum("ij,jk->ik", a, a[0], semiring="count_max_plus"), TypeError, "must be a tuple"),
+    (lambda a: tg.einsum("ij,jk->ik", (a[0].astype(np.float32), a[1]), a, semiring="count_max_plus"), TypeError,
+     r"the values have different dtypes \(float32 and float64\)"),
     (lambda a: tg.matmul((np.ma.masked_array(a[0]), a[1]), a, "count_max_plus"), TypeError, "masked array"),
     (lambda a: tg.einsum("ij->", (a[0], np.ma.masked_array(a[1])), semiring="count_max_plus"), TypeError,
      "take numpy or cupy arrays"),
@@ -363,3 +371,25 @@ def test_count_mis_runs_as_a_script_and_checks_itself():
                               text=True, timeout=300, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "the size and the count match an independent count" in done.stdout
+
+
+@settings(max_examples=25)
+@given(semiring=st.sampled_from(SEMIRINGS), dtype=st.sampled_from(DTYPES),
+       shapes=st.tuples(st.sampled_from([((), ()), ((2,), ()), ((1, 3), (2, 1))]), st.integers(1, 20),
+                        st.integers(0, 20), st.integers(1, 20)),
+       huge=st.sampled_from([0.0, 0.05, 0.3]), threads=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_products_on_every_split_match_the_reference(cpu_threads, semiring, dtype, shapes, huge, threads, seed):
+    """Tiles of C over 1 to 4 threads, each reporting its own overflow; counts up to 2**62, which overflow
+    where enough of them meet at the final value (an OverflowError then), and not where they lose."""
+    (batch_a, batch_b), m, k, n = shapes
+    rng = np.random.default_rng(seed)
+    a, b = random_pair(rng, (*batch_a, m, k), dtype, semiring), random_pair(rng, (*batch_b, k, n), dtype, semiring)
+    for _, counts in (a, b):
+        counts[rng.random(counts.shape) < huge] = rng.integers(2**31, 2**62, dtype=np.int64)
+    want = reference_counting_matmul(a, b, semiring)
+    cpu_threads(threads)
+    if any(count > INT64_MAX for count in want[1].flat):
+        with pytest.raises(OverflowError):
+            tg.matmul(a, b, semiring)
+    else:
+        assert_matches(tg.matmul(a, b, semiring), want)

@@ -1,4 +1,5 @@
-"""The CPU engine's kernels against the numpy engine they replaced (tests/numpy_engine.py), bit for bit.
+"""The CPU engine's kernels against the numpy engine they replaced (tests/numpy_engine.py), bit for bit,
+and against the naive reference (tests/reference.py) with C cut over 1 to 4 threads.
 
 Every test runs with each kind of kernel this machine has: numba, and the
 extension module's build for each instruction set the CPU supports.
@@ -12,17 +13,20 @@ match to the bit.
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import numpy_engine
 import tropical_gemm as tg
-from reference import assert_same_bits
-from strategies import DTYPES, LAYOUTS, SEMIRINGS, operand_pair, random_values
+from reference import assert_same_bits, reference_backward, reference_matmul
+from strategies import DTYPES, FLOAT_DTYPES, LAYOUTS, SEMIRINGS, Case, cases, operand_pair, random_values
 from tropical_gemm.engines import cpu
 from tropical_gemm.engines.cpu import kernels
 
@@ -182,6 +186,12 @@ def test_thread_count_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> Non
         cpu.set_num_threads(0)
 
 
+def test_the_backward_runs_the_kind_of_kernels_the_products_run() -> None:
+    """The backward kept the first choice it saw (a cache of its own), whatever the products then ran."""
+    backward = importlib.import_module("tropical_gemm.engines.cpu.backward")
+    assert backward._native() is cpu._native_kernels()
+
+
 def test_kernels_are_cached_under_the_cache_root(cache_root) -> None:
     """A fresh process compiles into TROPICAL_GEMM_CACHE_DIR/numba-cpu; the next one loads from it."""
     script = textwrap.dedent(f"""
@@ -197,3 +207,32 @@ def test_kernels_are_cached_under_the_cache_root(cache_root) -> None:
             for _ in range(2)]
     assert runs == [["0", "1"], ["1", "0"]]
     assert any((cache_root / "numba-cpu").rglob("*.nbi"))
+
+
+# ------------------------------------------- every kind and split against the naive reference
+
+
+@settings(max_examples=15)
+@given(case=cases(max_size=24), threads=st.integers(1, 4))
+def test_products_on_every_split_match_the_naive_reference(cpu_threads, case: Case, threads: int) -> None:
+    """Fresh operands of every semiring, dtype, layout and batch, cut over 1 to 4 threads, against reference.py."""
+    cpu_threads(threads)
+    want_c, want_idx = reference_matmul(case.a, case.b, case.semiring)
+    c, idx = tg.matmul(*case.on(np.asarray), case.semiring, argmax=True)
+    assert_same_bits(c, want_c)
+    np.testing.assert_array_equal(idx, want_idx)
+    assert_same_bits(tg.matmul(*case.on(np.asarray), case.semiring), want_c)
+
+
+@settings(max_examples=10)
+@given(case=cases(dtypes=FLOAT_DTYPES, max_size=24), threads=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_gradients_on_every_split_match_the_naive_reference(cpu_threads, case: Case, threads: int,
+                                                            seed: int) -> None:
+    """The backward's bands of rows and columns over 1 to 4 threads add in the documented order, to the bit."""
+    a, b = case.on(np.asarray)
+    _, idx = tg.matmul(a, b, case.semiring, argmax=True)
+    grad_c = random_values(np.random.default_rng(seed), idx.shape, str(case.a.dtype), special_rate=0.05)
+    cpu_threads(threads)
+    for got, want in zip(tg.matmul_backward(grad_c, a, b, idx, case.semiring),
+                         reference_backward(grad_c, case.a, case.b, idx, case.semiring), strict=True):
+        assert_same_bits(got, want)

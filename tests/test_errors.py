@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -33,8 +35,6 @@ def test_batch_dimensions_must_broadcast(engine, shape_a, shape_b):
 
 
 def re_shape(shape: tuple[int, ...]) -> str:
-    import re
-
     return re.escape(str(tuple(shape)))
 
 
@@ -234,10 +234,28 @@ def test_backward_checks_grad_c(engine):
 
 def test_backward_checks_argmax(engine):
     c, a, b, idx = forward(engine)
-    with pytest.raises(ValueError, match=r"argmax must be an integer array of shape \(2, 4\).*float32"):
+    with pytest.raises(ValueError, match=r"argmax must be an int32 or int64 array of shape \(2, 4\).*float32"):
         tg.matmul_backward(c, a, b, idx.astype("float32"))
-    with pytest.raises(ValueError, match=r"argmax must be an integer array of shape \(2, 4\).*\(2, 3\)"):
+    with pytest.raises(ValueError, match=r"argmax must be an int32 or int64 array of shape \(2, 4\).*\(2, 3\)"):
         tg.matmul_backward(c, a, b, idx[:, :3])
+
+
+@pytest.mark.parametrize("semiring", ["max_plus", "max_min"])
+@pytest.mark.parametrize("index", ["int8", "int16", "uint32", ">i4", ">i8"])
+def test_backward_refuses_host_argmax_of_other_integer_dtypes(semiring, index):
+    """The engines read int32 or int64 indices in this machine's byte order, and nothing else.
+
+    The CPU engine's compiled loops took a big-endian argmax's bytes as
+    indices: wrong gradients for max_plus, a read out of bounds (a segfault)
+    for max_min; numba's refused it with a typing error, and int8/int16 were
+    an internal error of the extension yet accepted by numba.
+    """
+    rng = np.random.default_rng(23)
+    a, b = rng.standard_normal((3, 5)), rng.standard_normal((5, 4))
+    c, idx = tg.matmul(a, b, semiring, argmax=True)
+    with pytest.raises(ValueError, match=rf"argmax must be an int32 or int64 array of shape \(3, 4\), in this "
+                                         rf"machine's byte order .*dtype {re.escape(str(np.dtype(index)))}"):
+        tg.matmul_backward(c, a, b, idx.astype(index), semiring)
 
 
 @pytest.mark.parametrize("bad", [3, -2, 2**31 - 1])

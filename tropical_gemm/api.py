@@ -19,7 +19,7 @@ import numpy as np
 
 from . import half
 from .counting import matmul as counting_matmul
-from .dtypes import argmax_dtype, common_dtype, differentiable, is_half, promote_untyped, truth_dtype
+from .dtypes import INDEX_DTYPES, argmax_dtype, common_dtype, differentiable, is_half, promote_untyped, truth_dtype
 from .engines import array_kind, select_engine
 from .frontends import front_end
 from .semirings import Semiring, get_semiring
@@ -202,16 +202,16 @@ def _backward_into(engine: Any, grad_c: Any, a: Any, b: Any, argmax: Any, sr: Se
 
 
 def _check_product_like(grad_c: Any, argmax: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    """``grad_c`` and ``argmax`` must be shaped like the product (``dtype`` and integers)."""
+    """``grad_c`` and ``argmax`` must be shaped like the product (``dtype``; int32 or int64 indices)."""
     if tuple(grad_c.shape) != shape or grad_c.dtype != dtype:
         raise ValueError(
             f"grad_c must have the product's shape {shape} and dtype {dtype}, "
             f"got shape {tuple(grad_c.shape)} and dtype {grad_c.dtype}"
         )
-    if tuple(argmax.shape) != shape or argmax.dtype.kind != "i":
+    if tuple(argmax.shape) != shape or argmax.dtype not in INDEX_DTYPES:  # the engines read no other indices
         raise ValueError(
-            f"argmax must be an integer array of shape {shape} (as returned by "
-            f"matmul(..., argmax=True)), got shape {tuple(argmax.shape)} and dtype {argmax.dtype}"
+            f"argmax must be an int32 or int64 array of shape {shape}, in this machine's byte order (as returned "
+            f"by matmul(..., argmax=True)), got shape {tuple(argmax.shape)} and dtype {argmax.dtype}"
         )
 
 

@@ -56,7 +56,8 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parallel compiles (default: CPU count, at most 16)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cuda (default): CUDA kernels; cpu: the CPU engine's kernels for --semiring and "
-                             "--dtype, with and without argmax (numba's, where the compiled extension is not built)")
+                             "--dtype (and_or: bool), with and without argmax (numba's, where the compiled "
+                             "extension is not built, and and_or's)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     parser.set_defaults(handler=_run_warmup)
 
@@ -71,8 +72,9 @@ def _run_cpu_warmup(args: argparse.Namespace) -> int:
         raise CliError(f"the CPU engine's kernels take {', '.join(ENGINE_DTYPES)} (float16 and bfloat16 use "
                        f"float32's), not {', '.join(unknown)}")
     started = time.perf_counter()
+    dtypes = comma_list(args.dtype) or ENGINE_DTYPES
     products = [(name, dtype, argmax) for name in comma_list(args.semiring) or semirings()
-                for dtype in comma_list(args.dtype) or ENGINE_DTYPES for argmax in (False, True)]
+                for dtype in (("bool",) if get_semiring(name).boolean else dtypes) for argmax in (False, True)]
     bar = ProgressBar(sys.stderr)
     numba_kernels = 0
     for done, (name, dtype, argmax) in enumerate(products, 1):

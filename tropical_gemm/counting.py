@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .dtypes import byte_order_error
 from .engines import select_engine
 from .semirings import (COUNT_DTYPE, COUNT_NEGATIVE, COUNT_OVERFLOW, COUNTING_VALUE_DTYPES, CountingSemiring,
                         counting_semirings, find_counting_semiring, get_semiring)
@@ -84,6 +85,8 @@ def values_dtype(*dtypes: np.dtype) -> np.dtype:
     if any(d != dtypes[0] for d in dtypes):
         listed = " and ".join(str(d) for d in dict.fromkeys(dtypes))
         raise TypeError(f"the values have different dtypes ({listed}); cast them to one, e.g. float64")
+    if not dtypes[0].isnative:  # the kernels read this machine's byte order
+        raise byte_order_error(dtypes[0])
     if dtypes[0].name not in COUNTING_VALUE_DTYPES:
         raise TypeError(f"the values of a counting semiring must be {' or '.join(COUNTING_VALUE_DTYPES)}, got "
                         f"{dtypes[0]}; cast them, e.g. values.astype(np.float64) (integers up to 2**53 stay exact)")

@@ -50,13 +50,18 @@ def canonical_dtype(dtype: object) -> np.dtype:
     except TypeError as exc:
         raise TypeError(f"unsupported dtype {dtype!r}; supported: {', '.join(SUPPORTED_DTYPES)}") from exc
     if not dt.isnative and dt.newbyteorder("=") in _SUPPORTED:
-        order = "big" if dt.byteorder == ">" else "little"
-        raise TypeError(f"unsupported dtype {dt}: it is {order}-endian, not this machine's byte order; convert it, "
-                        f"e.g. x.astype(x.dtype.newbyteorder('='))")
+        raise byte_order_error(dt)
     if not ((dt in _SUPPORTED and dt.isnative) or dt.name == "bfloat16"):
         hint = " (bool operands take the boolean semiring, semiring='and_or')" if dt.kind == "b" else ""
         raise TypeError(f"unsupported dtype {dt}; supported: {', '.join(SUPPORTED_DTYPES)}{hint}")
     return dt
+
+
+def byte_order_error(dtype: np.dtype) -> TypeError:
+    """The error for an array in the other byte order than this machine's: it names the conversion."""
+    order = "big" if dtype.byteorder == ">" else "little"
+    return TypeError(f"unsupported dtype {dtype}: it is {order}-endian, not this machine's byte order; convert it, "
+                     f"e.g. x.astype(x.dtype.newbyteorder('='))")
 
 
 def truth_dtype(a: object, b: object) -> np.dtype:
@@ -139,9 +144,13 @@ def differentiable(dtype: np.dtype) -> bool:
     return dtype.name in FLOAT_DTYPES or is_half(dtype)
 
 
+#: The dtypes of an argmax, in this machine's byte order: what ``argmax_dtype`` gives, and all the engines read.
+INDEX_DTYPES: tuple[np.dtype, np.dtype] = (np.dtype(np.int32), np.dtype(np.int64))
+
+
 def argmax_dtype(k: int) -> np.dtype:
     """int32 indices, unless K is so large that an index needs 64 bits."""
-    return np.dtype(np.int32) if k < 2**31 else np.dtype(np.int64)
+    return INDEX_DTYPES[0] if k < 2**31 else INDEX_DTYPES[1]
 
 
 def dtype_name(dtype: np.dtype) -> str:

@@ -202,7 +202,10 @@ def prepare(semiring: Semiring, dtype: np.dtype, argmax: bool) -> int:
     """Have the kernels of one product ready; returns how many numba compiled or loaded (0: the extension serves).
 
     Integer products get both kernels, plain and saturating (see ``_is_tame``).
+    The boolean semiring's kernels (numba's) take packed words, whatever ``dtype``.
     """
+    if semiring.boolean:
+        return _boolean().prepare(argmax)
     dtype = np.dtype(dtype)
     numba_kernels = 0
     for sat in (False, True) if dtype.kind == "i" else (False,):

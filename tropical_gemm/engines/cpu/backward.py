@@ -23,6 +23,7 @@ import numpy as np
 
 from ...semirings import Semiring
 from ...shapes import operand_batch_index
+from .workers import native_kernels
 
 #: Where an entry's gradient goes: bit 0 to A, bit 1 to B.
 TO_A, TO_B = 1, 2
@@ -53,11 +54,9 @@ def _native_code(values: np.dtype, argmax: np.ndarray) -> int:
     return _NATIVE_CODES[values] + 4 * (argmax.dtype.itemsize == 8)
 
 
-@lru_cache(maxsize=1)
 def _native() -> "ModuleType | None":
-    """The compiled extension, or None where it is not built (then numpy gathers and numba scatters)."""
-    from .workers import native_kernels
-
+    """The compiled extension, or None where it is not built or numba is asked for (then numpy gathers and
+    numba scatters): the one choice the products make, so that both run the same kind of kernels."""
     return native_kernels()
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+from ...dtypes import BOOLEAN_DTYPES
 from .numba_cache import compile_cached
 
 #: ks per packed word.
@@ -174,3 +175,15 @@ def tile_function(argmax: bool, idx_dtype: np.dtype) -> Callable:
     signature = types.void(words, words, types.Array(types.boolean, 2, "C"), index,
                            types.int64, types.int64, types.int64, types.int64)
     return _make_tile(argmax, signature)
+
+
+def prepare(argmax: bool) -> int:
+    """Have the kernels of one product ready: its tile, and the line packers of both truth dtypes.
+
+    Returns how many numba compiled or loaded (0 where this process already holds them all).
+    """
+    made = tile_function.cache_info().misses + _pack_function.cache_info().misses
+    tile_function(argmax, np.dtype(np.int32))
+    for dtype in BOOLEAN_DTYPES:
+        _pack_function(np.dtype(dtype))
+    return tile_function.cache_info().misses + _pack_function.cache_info().misses - made
