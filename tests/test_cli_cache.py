@@ -12,7 +12,8 @@ import types
 import pytest
 
 from jit_helpers import REPO, cache_files
-from tropical_gemm.cli import COMMANDS, main, parse_size
+from tropical_gemm.cli import COMMANDS, main
+from tropical_gemm.options import parse_size
 from tropical_gemm.jit import cache as dc
 
 WARMUP = ["warmup", "--arch", "sm_80,sm_90", "--semiring", "max_plus", "--dtype", "float32", "--op", "backward,backward_ordered_b"]

@@ -62,7 +62,7 @@ def pack(x: np.ndarray, k_axis: int) -> np.ndarray:
         out.view(np.uint8)[..., : packed.shape[-1]] = packed
         return out
     by_k = np.moveaxis(x, k_axis, -2)  # (..., K, lines), lines the closer axis
-    pack_lines = _pack_function(x.dtype)
+    pack_lines = pack_function(x.dtype)
     for index in np.ndindex(*x.shape[:-2]):
         pack_lines(by_k[index], out[index])
     return out
@@ -85,7 +85,7 @@ def _make_pack(signature: object) -> Callable:
 
 
 @lru_cache(maxsize=None)
-def _pack_function(dtype: np.dtype) -> Callable:
+def pack_function(dtype: np.dtype) -> Callable:
     """The line packer for bool or uint8 operands, compiled or loaded from the disk cache on first use."""
     signature = types.void(types.Array(numba.from_dtype(np.dtype(dtype)), 2, "A", readonly=True),
                            types.Array(types.uint64, 2, "C"))
