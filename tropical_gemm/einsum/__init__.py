@@ -104,7 +104,7 @@ def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan
         (['Pair', 'Pair'], ((1, 2), (0, 1)))
     """
     parsed, _ = parse_call(subscripts, operands)
-    return make_plan(parsed, _optimize_key(optimize))
+    return make_plan(parsed, optimize_key(optimize))
 
 
 def parse_call(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any]]:
@@ -137,7 +137,7 @@ OPTIMIZE_FORMS = (
 _KNOWN_NAMES: set[str] = {"auto", "greedy", "cotengra"}
 
 
-def _optimize_key(optimize: Any) -> Any:
+def optimize_key(optimize: Any) -> Any:
     """``optimize`` in a hashable form (explicit paths become tuples of tuples), or an error listing the forms.
 
     Checked here, on every call, because opt_einsum itself never looks at
@@ -232,7 +232,7 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
 
         subscripts, operands = count_steps.counted_operands(subscripts, operands)
         parsed, ops = parse_call(subscripts, operands)
-        return count_steps.run(make_plan(parsed, _optimize_key(optimize)), parsed, ops, counting,
+        return count_steps.run(make_plan(parsed, optimize_key(optimize)), parsed, ops, counting,
                                return_configuration)
     if _has_pairs(subscripts, operands):  # numpy would stack a (values, counts) pair into one array
         from ..counting import counting_semiring
@@ -254,7 +254,7 @@ def contract(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_
     parsed, ops = parse_call(subscripts, operands)
     sr = get_semiring(semiring)
     kind, ops = _check_operands(ops, sr)
-    optimize = _optimize_key(optimize)
+    optimize = optimize_key(optimize)
     replayed = None
     if kind == "cuda":  # the call signature's launches, bound once, on addresses
         from . import replay
