@@ -26,6 +26,8 @@ from .semirings import Semiring, get_semiring
 from .shapes import NO_VECTORS, ProductShape, Vectors, product_shape, promote_vectors
 
 _FLOAT32 = np.dtype(np.float32)
+#: The argmax dtypes the engines read (``matmul`` returns int32, int64 once K needs it).
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: bool = False, out: Any = None):
@@ -202,15 +204,15 @@ def _backward_into(engine: Any, grad_c: Any, a: Any, b: Any, argmax: Any, sr: Se
 
 
 def _check_product_like(grad_c: Any, argmax: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    """``grad_c`` and ``argmax`` must be shaped like the product (``dtype`` and integers)."""
+    """``grad_c`` and ``argmax`` must be shaped like the product (``dtype``, and int32 or int64)."""
     if tuple(grad_c.shape) != shape or grad_c.dtype != dtype:
         raise ValueError(
             f"grad_c must have the product's shape {shape} and dtype {dtype}, "
             f"got shape {tuple(grad_c.shape)} and dtype {grad_c.dtype}"
         )
-    if tuple(argmax.shape) != shape or argmax.dtype.kind != "i":
+    if tuple(argmax.shape) != shape or argmax.dtype not in _INDEX_DTYPES:
         raise ValueError(
-            f"argmax must be an integer array of shape {shape} (as returned by "
+            f"argmax must be an int32 or int64 array of shape {shape} (as returned by "
             f"matmul(..., argmax=True)), got shape {tuple(argmax.shape)} and dtype {argmax.dtype}"
         )
 
