@@ -77,7 +77,8 @@ def _check_operands(operands: list[Any], sr: Semiring) -> tuple[str, list[Any]]:
         canonical_dtype(dtypes[0])
     if any(d != dtypes[0] for d in dtypes):
         listed = ", ".join(f"operand {i}: {d}" for i, d in enumerate(dtypes))
-        raise TypeError(f"einsum operands have different dtypes ({listed}); cast them to one, e.g. x.astype(...)")
+        cast = "x.to(...)" if kind == "torch" else "x.astype(...)"
+        raise TypeError(f"einsum operands have different dtypes ({listed}); cast them to one, e.g. {cast}")
     return kind, operands
 
 
