@@ -72,7 +72,9 @@ def test_cuda_without_a_gpu_is_an_error(demo, capsys):
     if reason is None:
         assert status == 0
     else:
-        assert status == 2 and "--device cuda, but" in capsys.readouterr().err
+        from tropical_gemm.info import cuda_report  # bench's rule and words: the driver, and what to do
+
+        assert status == 2 and f"--device cuda, but {cuda_report(nvrtc_usable=False)['problem']}" in capsys.readouterr().err
 
 
 def test_the_check_catches_a_wrong_distance(demo):

@@ -109,18 +109,6 @@ def cpu_backend() -> Backend:
                    lambda: None)
 
 
-def cuda_unusable_reason() -> str | None:
-    """None when a CUDA GPU can be used through cupy, else why not."""
-    try:
-        import cupy
-    except Exception as exc:  # not installed, or its CUDA libraries fail to load
-        return f"cupy cannot be imported ({exc})"
-    try:
-        return None if cupy.is_available() else "cupy finds no usable CUDA GPU"
-    except Exception as exc:
-        return f"cupy cannot reach a GPU ({exc})"
-
-
 def cuda_backend() -> Backend:
     import cupy
 
@@ -133,11 +121,13 @@ def cuda_backend() -> Backend:
 def choose_backend(device: str) -> Backend:
     if device == "cpu":
         return cpu_backend()
-    reason = cuda_unusable_reason()
-    if reason is None:
+    from .info import cuda_report  # the one rule for whether a GPU is usable, and why not (as bench's)
+
+    cuda = cuda_report(nvrtc_usable=False)
+    if cuda["gpus"]:
         return cuda_backend()
     if device == "cuda":
-        raise RuntimeError(f"--device cuda, but {reason}")
+        raise RuntimeError(f"--device cuda, but {cuda['problem']}")
     return cpu_backend()
 
 
