@@ -197,6 +197,10 @@ def test_negative_counts_are_refused():
     (lambda a: tg.einsum("ij,jk->", a, a, semiring="count_max_plus", return_configuration=True), ValueError,
      "return_configuration=True is not defined"),
     (lambda a: tg.einsum("ij,jk->ik", a, a[0], semiring="count_max_plus"), TypeError, "must be a tuple"),
+    (lambda a: tg.einsum("ij,jk->ik", (a[0].astype(np.float32), a[1]), a, semiring="count_max_plus"), TypeError,
+     r"the values have different dtypes \(float32 and float64\)"),  # was numba's "No matching definition"
+    (lambda a: tg.einsum(a, [0, 1], (a[0].astype(np.float32), a[1]), [1, 2], semiring="count_max_plus"), TypeError,
+     r"the values have different dtypes \(float64 and float32\)"),
     (lambda a: tg.matmul((np.ma.masked_array(a[0]), a[1]), a, "count_max_plus"), TypeError, "masked array"),
     (lambda a: tg.einsum("ij->", (a[0], np.ma.masked_array(a[1])), semiring="count_max_plus"), TypeError,
      "take numpy or cupy arrays"),
