@@ -220,7 +220,8 @@ def semirings() -> tuple[str, ...]:
 def get_semiring(name: "str | Semiring") -> Semiring:
     """Look a semiring up by any spelling: case, ``-`` and ``_`` do not matter.
 
-    Raises ``ValueError`` naming the valid semirings for an unknown name, and
+    Raises ``ValueError`` naming the valid semirings (and the closest, if a
+    name is close) for an unknown name or a counting semiring, and
     ``TypeError`` for something that is not a string.  A ``Semiring`` made
     outside the catalogue gives the catalogue entry with its ⊕ and ⊗, which
     is what every engine and kernel knows.
