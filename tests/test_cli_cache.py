@@ -26,6 +26,13 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.nvrtc
+def test_warmup_that_selects_no_kernel_is_an_error(cache_root, capsys):
+    """It printed "0 kernel builds" and exited 0: a warm-up that filled nothing passed for one that did."""
+    assert main(["warmup", "--arch", "sm_90", "--semiring", "and_or", "--dtype", "float32", "--op", "forward"]) == 1
+    assert ("no catalogue kernel matches --semiring and_or --dtype float32 --op forward (and_or's kernels have "
+            "dtype bool") in capsys.readouterr().err
+
+
 def test_warmup_then_info_and_list(cache_root, capsys):
     code, out, _ = run_cli(capsys, *WARMUP, "--json")
     assert code == 0

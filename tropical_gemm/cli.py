@@ -93,8 +93,7 @@ def _cpu_warmup_pairs(args: argparse.Namespace) -> list[tuple[Any, str]]:
     from .semirings import get_semiring, semirings
 
     dtypes = comma_list(args.dtype)
-    unknown = sorted(set(dtypes or ()) - set(ENGINE_DTYPES) - set(BOOLEAN_DTYPES))
-    if unknown:
+    if unknown := sorted(set(dtypes or ()) - set(ENGINE_DTYPES) - set(BOOLEAN_DTYPES)):
         raise CliError(f"the CPU engine's kernels take {', '.join(ENGINE_DTYPES)} (float16 and bfloat16 use "
                        f"float32's), and {', '.join(BOOLEAN_DTYPES)} for and_or, not {', '.join(unknown)}")
     pairs = []
@@ -127,6 +126,11 @@ def _run_warmup(args: argparse.Namespace) -> int:
         raise CliError(f"no usable CUDA GPU to take the architecture from ({exc.cause}); pass --arch, "
                        "e.g. --arch sm_90 or --arch sm_80,sm_90") from exc
     bar.finish()
+    if not result:  # a warm-up that selected nothing must not pass for one that filled the cache
+        given = " ".join(f"--{n} {','.join(comma_list(getattr(args, n)))}" for n in ("semiring", "dtype", "op")
+                         if getattr(args, n))
+        raise CliError(f"no catalogue kernel matches {given} (and_or's kernels have dtype bool; float16 products "
+                       "run the float32 kernels, warm them with --dtype float32,float16); leave a filter out")
     summary = {
         "kernels": len(result), "builds": result.compiled + result.already_cached, "compiled": result.compiled,
         "already_cached": result.already_cached, "stored": result.stored,
