@@ -198,7 +198,10 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     products, winner-take-all, and ``torch.compile`` traces it); dask arrays
     give a lazy dask array ([`tropical_gemm.dask.einsum`][tropical_gemm.dask.einsum]);
     masked arrays are refused.  The dtypes are ``SUPPORTED_DTYPES``, one for
-    all operands, float16 and bfloat16 computed in float32 and rounded once.
+    all operands; float16 and bfloat16 steps are computed in float32 and
+    rounded once each, as by ``matmul``, so a chain of several steps rounds
+    after each and its last bits can depend on the contraction order (pass
+    float32 operands and round the result for one rounding).
     ``optimize`` takes what opt_einsum takes: a strategy name (``"auto"``,
     ``"greedy"``, ``"optimal"``, ``"random-greedy"``, ...), ``"cotengra"`` (if
     installed), an explicit path, a ``PathOptimizer`` instance, a path
