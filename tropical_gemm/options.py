@@ -27,7 +27,7 @@ def checked_number(text: str, convert: Callable[[str], float], minimum: float, w
         value = convert(text)
     except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"not {what}: {shown}") from None
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):  # an int is finite (and may exceed a float)
         raise argparse.ArgumentTypeError(f"{what} must be a finite number, got {shown}")
     if value < minimum:
         raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}, got {shown}")
