@@ -291,6 +291,9 @@ def register_semiring(name: str, add: str, mul: str, description: str, aliases: 
         array([[3.]])
         >>> unregister_semiring("min_times")
     """
+    if isinstance(aliases, str):  # tuple("mt") would register every letter as a name
+        raise ValueError(f"register_semiring: aliases must be a tuple of strings, got the string {aliases!r}; "
+                         f"pass ({aliases!r},)")
     if add in ADDS and add == mul:
         raise ValueError(f"register_semiring: ⊗ = ⊕ = {mul!r} has no zero that absorbs ⊗; choose another ⊗ "
                          f"from {', '.join(m for m in MULS if m != add)}")
