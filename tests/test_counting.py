@@ -194,6 +194,8 @@ def test_negative_counts_are_refused():
     (lambda a: tg.matmul((a[0].astype(np.float32), a[1]), a, "count_max_plus"), TypeError, "different dtypes"),
     (lambda a: tg.matmul(a, a, "count_max_mul"), ValueError, "unknown semiring"),
     (lambda a: tg.einsum("ij,jk->ik", a, a), TypeError, "pairs are the operands of the counting semirings"),
+    (lambda a: tg.matmul(((1.0, 2.0),), ((1.0,), (2.0,))), TypeError,  # numpy's array-like, a pair here
+     r"a tuple operand is read as such a pair: pass nested tuples as np.asarray\(x\)"),
     (lambda a: tg.einsum("ij,jk->", a, a, semiring="count_max_plus", return_configuration=True), ValueError,
      "return_configuration=True is not defined"),
     (lambda a: tg.einsum("ij,jk->ik", a, a[0], semiring="count_max_plus"), TypeError, "must be a tuple"),
