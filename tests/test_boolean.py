@@ -232,6 +232,9 @@ def test_torch_and_dask_operands_are_a_clear_error():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="not torch tensors"):
         tg.matmul(torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool), "and_or")
+    with pytest.raises(TypeError, match=r"and_or semiring takes numpy arrays, not torch tensors; pass t.numpy\(\)"):
+        tg.einsum("ij,jk->ik", torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool),
+                  semiring="and_or")  # it pointed to tg.matmul, which refuses tensors too
     dask_array = pytest.importorskip("dask.array")
     x = dask_array.ones((2, 3), dtype=bool)
     with pytest.raises(TypeError, match="not dask arrays"):

@@ -65,6 +65,9 @@ def _check_operands(operands: list[Any], sr: Semiring) -> tuple[str, list[Any]]:
         operands = [x if type(x) is ndarray else cuda.as_array(x) for x in operands]
     dtypes = [x.dtype for x in operands]
     if sr.boolean:
+        if kind == "torch":  # tensors take no and_or anywhere: matmul refuses them too
+            raise TypeError("einsum over the and_or semiring takes numpy arrays, not torch tensors; "
+                            "pass t.numpy() (t.cpu().numpy() for a CUDA tensor)")
         if kind != "cpu":
             raise TypeError(f"einsum over the and_or semiring takes numpy arrays, got {kind} ones; "
                             "copy them to the host, or use tropical_gemm.matmul, which runs and_or on the GPU")
