@@ -131,6 +131,8 @@ def test_registration_refuses_what_the_design_cannot_serve(min_times):
         register_semiring("pow", "max", "pow", "")
     with pytest.raises(ValueError, match="part of the catalogue"):
         unregister_semiring("max_plus")
+    with pytest.raises(ValueError, match=r"aliases must be a tuple of strings, got the string 'mm'; pass \('mm',\)"):
+        register_semiring("other", "min", "times", "", aliases="mm")  # each letter would have become a name
     assert tg.semirings()[-1] == "min_times"
 
 

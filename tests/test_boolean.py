@@ -235,6 +235,9 @@ def test_torch_and_dask_operands_are_a_clear_error():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="not torch tensors"):
         tg.matmul(torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool), "and_or")
+    with pytest.raises(TypeError, match=r"and_or semiring takes numpy arrays, not torch tensors; pass t.numpy\(\)"):
+        tg.einsum("ij,jk->ik", torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool),
+                  semiring="and_or")  # it pointed to tg.matmul, which refuses tensors too
     dask_array = pytest.importorskip("dask.array")
     x = dask_array.ones((2, 3), dtype=bool)
     with pytest.raises(TypeError, match="not dask arrays"):
@@ -248,12 +251,12 @@ def test_cpu_warmup_prepares_its_kernels(cache_root, capsys):
     from tropical_gemm.cli import main
     from tropical_gemm.engines.cpu import boolean
 
-    for cached in (boolean.tile_function, boolean._pack_function):
+    for cached in (boolean.tile_function, boolean.pack_function):
         cached.cache_clear()  # so that this cache gets their files
-    assert main(["warmup", "--device", "cpu", "--semiring", "and_or", "--dtype", "float64", "--json"]) == 0
+    assert main(["warmup", "--device", "cpu", "--semiring", "and_or", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    # the tile with and without argmax, and the packers of bool and uint8, whichever kernels serve the others
-    assert (summary["products"], summary["numba_kernels"]) == (2, 4)
+    # bool and uint8, with and without argmax: the two tiles and the two packers, whichever kernels serve the others
+    assert (summary["products"], summary["numba_kernels"]) == (4, 4)
     assert len(list((cache_root / "numba-cpu").rglob("*.nbc"))) == 4
     a = np.random.default_rng(8).random((5, 70)) < 0.1
     np.testing.assert_array_equal(tg.matmul(a, a.T, "and_or"), (a.astype(int) @ a.T.astype(int)) > 0)

@@ -12,7 +12,8 @@ import types
 import pytest
 
 from jit_helpers import REPO, cache_files
-from tropical_gemm.cli import COMMANDS, main, parse_size
+from tropical_gemm.cli import COMMANDS, main
+from tropical_gemm.options import parse_size
 from tropical_gemm.jit import cache as dc
 
 WARMUP = ["warmup", "--arch", "sm_80,sm_90", "--semiring", "max_plus", "--dtype", "float32", "--op", "backward,backward_ordered_b"]
@@ -25,6 +26,13 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.nvrtc
+def test_warmup_that_selects_no_kernel_is_an_error(cache_root, capsys):
+    """It printed "0 kernel builds" and exited 0: a warm-up that filled nothing passed for one that did."""
+    assert main(["warmup", "--arch", "sm_90", "--semiring", "and_or", "--dtype", "float32", "--op", "forward"]) == 1
+    assert ("no catalogue kernel matches --semiring and_or --dtype float32 --op forward (and_or's kernels have "
+            "dtype bool") in capsys.readouterr().err
+
+
 def test_warmup_then_info_and_list(cache_root, capsys):
     code, out, _ = run_cli(capsys, *WARMUP, "--json")
     assert code == 0
@@ -96,6 +104,8 @@ def test_demo_is_wired_to_tropical_gemm_demo(monkeypatch, capsys):
     fake = types.ModuleType("tropical_gemm.demo")
     fake.add_demo_arguments, fake.run_demo = add_demo_arguments, run_demo
     monkeypatch.setitem(sys.modules, "tropical_gemm.demo", fake)
+    # "from . import demo" reads the package's attribute first: a test that ran the real demo left it there
+    monkeypatch.delattr(sys.modules["tropical_gemm"], "demo", raising=False)
     assert main(["demo", "--size", "9"]) == 7 and seen == {"size": 9}
 
 

@@ -191,6 +191,16 @@ def test_bench_plot_without_matplotlib_names_the_package_before_measuring(monkey
     assert measured == []
 
 
+def test_bench_plot_into_a_missing_directory_is_refused_before_measuring(monkeypatch, capsys, tmp_path):
+    """With matplotlib installed, the plot's OSError came after the whole measurement."""
+    measured = []
+    monkeypatch.setattr("tropical_gemm.bench.measure_throughput", lambda *args: measured.append(args))
+    missing = tmp_path / "no-such-dir" / "bench.png"
+    assert main(["bench", "--device", "cpu", "--plot", str(missing)]) == 1
+    assert f"--plot {missing}: the directory {missing.parent} does not exist" in capsys.readouterr().err
+    assert measured == []
+
+
 def test_bench_plot_writes_a_png(tmp_path, cache_root):
     pytest.importorskip("matplotlib")
     path = tmp_path / "bench.png"

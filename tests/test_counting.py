@@ -200,11 +200,15 @@ def test_negative_counts_are_refused():
                          semiring="count_min_plus"), TypeError, r">f4: it is big-endian"),
     (lambda a: tg.matmul(a, a, "count_max_mul"), ValueError, "unknown semiring"),
     (lambda a: tg.einsum("ij,jk->ik", a, a), TypeError, "pairs are the operands of the counting semirings"),
+    (lambda a: tg.matmul(((1.0, 2.0),), ((1.0,), (2.0,))), TypeError,  # numpy's array-like, a pair here
+     r"a tuple operand is read as such a pair: pass nested tuples as np.asarray\(x\)"),
     (lambda a: tg.einsum("ij,jk->", a, a, semiring="count_max_plus", return_configuration=True), ValueError,
      "return_configuration=True is not defined"),
     (lambda a: tg.einsum("ij,jk->ik", a, a[0], semiring="count_max_plus"), TypeError, "must be a tuple"),
     (lambda a: tg.einsum("ij,jk->ik", (a[0].astype(np.float32), a[1]), a, semiring="count_max_plus"), TypeError,
-     r"the values have different dtypes \(float32 and float64\)"),
+     r"the values have different dtypes \(float32 and float64\)"),  # was numba's "No matching definition"
+    (lambda a: tg.einsum(a, [0, 1], (a[0].astype(np.float32), a[1]), [1, 2], semiring="count_max_plus"), TypeError,
+     r"the values have different dtypes \(float64 and float32\)"),
     (lambda a: tg.matmul((np.ma.masked_array(a[0]), a[1]), a, "count_max_plus"), TypeError, "masked array"),
     (lambda a: tg.einsum("ij->", (a[0], np.ma.masked_array(a[1])), semiring="count_max_plus"), TypeError,
      "take numpy or cupy arrays"),

@@ -255,6 +255,21 @@ def test_warmup_prepares_cpu_kernels(cache_root, capsys, monkeypatch, kinds) -> 
     assert "float16 and bfloat16 use float32's" in capsys.readouterr().err
 
 
+def test_warmup_prepares_every_semiring_with_its_own_dtypes(cache_root, capsys) -> None:
+    """``warmup --device cpu`` with no --semiring includes and_or, whose kernels take bool and uint8 (not a traceback)."""
+    import json
+
+    from tropical_gemm.cli import main
+
+    assert main(["warmup", "--device", "cpu", "--dtype", "int32,bool", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["products"] == 2 * len(tg.semirings())  # int32 for the ordered ones, bool for and_or
+    assert main(["warmup", "--device", "cpu", "--semiring", "and_or", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["products"] == 4  # bool and uint8, with and without argmax
+    assert main(["warmup", "--device", "cpu", "--semiring", "and_or", "--dtype", "float32"]) == 1
+    assert "and_or takes the dtypes bool, uint8" in capsys.readouterr().err
+
+
 def test_panels_match_numbas(native) -> None:
     """test_cpu_engine.py's ragged shapes sit around numba's panel edges: the extension must share them."""
     from tropical_gemm.engines.cpu import kernels

@@ -26,6 +26,19 @@ def parse(demo, *argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
+def test_one_node_is_refused_by_the_option_itself(demo, capsys):
+    """The demo needs two nodes: argparse says so (one rule), naming the option."""
+    with pytest.raises(SystemExit):
+        parse(demo, "--nodes", "1")
+    assert "argument --nodes: a number of nodes must be at least 2, got '1'" in capsys.readouterr().err
+
+
+def test_no_check_is_not_reported_as_a_passed_check(demo, capsys):
+    assert demo.run_demo(parse(demo, "--nodes", "12", "--device", "cpu", "--check-sources", "0")) == 0
+    out = capsys.readouterr().out
+    assert "not checked against Dijkstra (--check-sources 0)" in out and "check passed" not in out
+
+
 def test_defaults_are_a_few_thousand_nodes_on_the_best_device(demo):
     args = parse(demo)
     assert args.nodes >= 1000 and args.device == "auto"
@@ -59,7 +72,9 @@ def test_cuda_without_a_gpu_is_an_error(demo, capsys):
     if reason is None:
         assert status == 0
     else:
-        assert status == 2 and "--device cuda, but" in capsys.readouterr().err
+        from tropical_gemm.info import cuda_report  # bench's rule and words: the driver, and what to do
+
+        assert status == 2 and f"--device cuda, but {cuda_report(nvrtc_usable=False)['problem']}" in capsys.readouterr().err
 
 
 def test_the_check_catches_a_wrong_distance(demo):

@@ -355,6 +355,27 @@ def test_mixed_dtypes_and_libraries_are_refused():
         tg.einsum(np.ones(2), "i")
 
 
+@pytest.mark.parametrize("first", [None, 3, b"ij,jk->ik"])
+def test_subscripts_that_are_no_string_are_named_as_such(first):
+    """Not "the interleaved form takes a list of labels for operand 0, got ndarray"."""
+    with pytest.raises(TypeError, match=f"einsum subscripts must be a string such as 'ij,jk->ik', got "
+                                        f"{type(first).__name__}"):
+        tg.einsum(first, np.ones((2, 2)), np.ones((2, 2)))
+
+
+def test_an_interleaved_output_with_two_ellipses_says_so():
+    with pytest.raises(ValueError, match="interleaved einsum: the output has more than one Ellipsis"):
+        tg.einsum(np.ones((2, 2)), [Ellipsis, 0], np.ones((2, 2)), [0, 1], [Ellipsis, Ellipsis, 1])
+
+
+@pytest.mark.torch
+def test_mixed_torch_dtypes_name_torch_s_cast():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"different dtypes \(operand 0: torch.float32, operand 1: torch.float64\); "
+                                        r"cast them to one, e.g. x.to\(...\)"):
+        tg.einsum("ij,jk", torch.ones(2, 2), torch.ones(2, 2, dtype=torch.float64))
+
+
 # ----------------------------------------------------------------------- torch
 
 

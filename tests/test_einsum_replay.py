@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tropical_gemm as tg
-from tropical_gemm.einsum import parse_call, _optimize_key, program as prog
+from tropical_gemm.einsum import parse_call, optimize_key, program as prog
 from tropical_gemm.einsum.lower import array_ops, execute, permuted, reduce_rows_cpu
 from tropical_gemm.einsum.plan import make_plan
 from tropical_gemm.semirings import get_semiring
@@ -76,7 +76,7 @@ def element_strides(x: np.ndarray) -> tuple[int, ...]:
 
 def traced(subscripts, operands, want_argmax, optimize="greedy"):
     parsed, ops = parse_call(subscripts, tuple(operands))
-    plan = make_plan(parsed, _optimize_key(optimize))
+    plan = make_plan(parsed, optimize_key(optimize))
     program = prog.trace(plan, parsed, tuple(x.shape for x in ops), tuple(element_strides(x) for x in ops),
                          ops[0].itemsize, want_argmax)
     return parsed, plan, program
@@ -149,7 +149,7 @@ def test_a_left_fold_of_101_matrices_reuses_two_buffers_and_needs_no_copy():
         args += [rng.standard_normal((16, 16)).astype(np.float32), [t, t + 1]]
     path = [(0, 1)] + [(0, 100 - t) for t in range(1, 100)]
     parsed, ops = parse_call(args[0], tuple(args[1:] + [[0, 101]]))
-    plan = make_plan(parsed, _optimize_key(path))
+    plan = make_plan(parsed, optimize_key(path))
     program = prog.trace(plan, parsed, tuple(x.shape for x in ops), tuple(element_strides(x) for x in ops), 4, False)
     assert all(isinstance(op, prog.Product) for op in program.ops) and len(program.ops) == 100
     places = prog.layout(program.buffers, len(plan.steps))
@@ -229,8 +229,8 @@ def test_the_replay_on_an_emulated_device_is_the_array_path(subscripts, shapes, 
         device = [DeviceArray(memory, x) for x in host]
         parsed, _ = parse_call(subscripts, tuple(host))
         for _ in range(2):  # built, then replayed from the cache
-            got = replay.run(parsed, _optimize_key("greedy"), device, get_semiring("max_plus"), want_argmax)
-            plan = make_plan(parsed, _optimize_key("greedy"))
+            got = replay.run(parsed, optimize_key("greedy"), device, get_semiring("max_plus"), want_argmax)
+            plan = make_plan(parsed, optimize_key("greedy"))
             if not plan.steps:
                 assert got is None
                 return
@@ -293,7 +293,7 @@ def test_a_cached_replay_runs_the_baseline_until_the_tuned_kernel_is_servable(mo
 def _general(subscripts, ops, semiring, want_argmax):
     """The array path on cupy arrays: ``lower.execute`` with the engine's products."""
     parsed, ops = parse_call(subscripts, tuple(ops))
-    plan = make_plan(parsed, _optimize_key("auto"))
+    plan = make_plan(parsed, optimize_key("auto"))
     return execute(plan, parsed, list(ops), array_ops("cuda"), get_semiring(semiring), want_argmax)
 
 
@@ -320,8 +320,8 @@ def test_gpu_replay_equals_the_array_path_bit_for_bit(subscripts, shapes, layout
     assert [x.strides for x in ops] == [x.strides for x in host]
     for want_argmax in (False, True):
         parsed, dev = parse_call(subscripts, tuple(ops))
-        replayed = replay.run(parsed, _optimize_key("auto"), list(dev), get_semiring(semiring), want_argmax)
-        if not make_plan(parsed, _optimize_key("auto")).steps:
+        replayed = replay.run(parsed, optimize_key("auto"), list(dev), get_semiring(semiring), want_argmax)
+        if not make_plan(parsed, optimize_key("auto")).steps:
             assert replayed is None
             continue
         assert replayed is not None

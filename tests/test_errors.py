@@ -72,6 +72,29 @@ def test_unknown_semiring_lists_the_valid_names(engine, name):
         assert valid in str(info.value)
 
 
+@pytest.mark.parametrize("name, close", [("max_pluss", "max_plus"), ("Min-Pls", "min_plus"),
+                                         ("bottlenek", "max_min"), ("count_max_plu", "count_max_plus")])
+def test_unknown_semiring_names_the_closest(name, close):
+    with pytest.raises(ValueError, match=rf"unknown semiring '{name}' \(did you mean '{close}'\?\); valid semirings"):
+        tg.matmul(np.ones((2, 2)), np.ones((2, 2)), name)
+
+
+def test_a_counting_semiring_object_with_arrays_says_it_takes_pairs():
+    """As its name does: not "semiring must be a string"."""
+    with pytest.raises(ValueError, match="'count_min_plus' is a counting semiring: pass each operand as a pair"):
+        tg.matmul(np.ones((2, 2)), np.ones((2, 2)), tg.get_counting_semiring("count_min_plus"))
+
+
+def test_a_semiring_whose_pair_was_unregistered_is_a_clear_error():
+    from tropical_gemm.semirings import Semiring, register_semiring, unregister_semiring
+
+    register_semiring("min_times_gone", "min", "times", "made, then unregistered")
+    made = Semiring("mine", (), "min", "times", "")
+    unregister_semiring("min_times_gone")
+    with pytest.raises(ValueError, match=r"semiring 'mine' \(add='min', mul='times'\) is no longer served"):
+        tg.matmul(np.ones((2, 2)), np.ones((2, 2)), made)
+
+
 @pytest.mark.parametrize("name", [None, 3, b"max_plus"])
 def test_semiring_must_be_a_string(name):
     with pytest.raises(TypeError, match="semiring must be a string"):
@@ -238,6 +261,9 @@ def test_backward_checks_argmax(engine):
         tg.matmul_backward(c, a, b, idx.astype("float32"))
     with pytest.raises(ValueError, match=r"argmax must be an int32 or int64 array of shape \(2, 4\).*\(2, 3\)"):
         tg.matmul_backward(c, a, b, idx[:, :3])
+    for narrow in ("int8", "int16", "uint32"):  # integers the engines do not read (int8 reached the kernel)
+        with pytest.raises(ValueError, match=rf"argmax must be an int32 or int64 array .*dtype {narrow}"):
+            tg.matmul_backward(c, a, b, idx.astype(narrow))
 
 
 @pytest.mark.parametrize("semiring", ["max_plus", "max_min"])

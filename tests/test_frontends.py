@@ -106,6 +106,19 @@ def test_dask_einsum_matches_the_numpy_einsum(subscripts, shapes):
     np.testing.assert_array_equal(lazy.compute(), tg.einsum(subscripts, *arrays, semiring="max_plus"))
 
 
+def test_dask_einsum_refuses_what_it_cannot_compute_when_called_not_when_computed():
+    """and_or is refused as by tgd.matmul (not as an unsupported bool dtype), and a single operand's
+    dtype and an unknown optimize are errors of the call, not of the graph's compute."""
+    da = pytest.importorskip("dask.array")
+    a = da.ones((2, 2), dtype=bool, chunks=1)
+    with pytest.raises(TypeError, match="and_or semiring takes numpy arrays in einsum, not dask arrays"):
+        tg.einsum("ij,jk->ik", a, a, semiring="and_or")
+    with pytest.raises(TypeError, match="unsupported dtype complex128"):
+        tg.einsum("ij->i", da.ones((2, 2), dtype=complex, chunks=1))
+    with pytest.raises(ValueError, match="optimize='no-such' is not a known strategy"):
+        tg.einsum("ij,jk->ik", da.ones((2, 2), chunks=1), da.ones((2, 2), chunks=1), optimize="no-such")
+
+
 def test_dask_einsum_with_a_configuration_is_a_clear_error():
     da = pytest.importorskip("dask.array")
     with pytest.raises(TypeError, match="return_configuration=True is not supported for dask arrays"):

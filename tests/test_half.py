@@ -147,6 +147,16 @@ def test_a_sum_that_float32_rounds_still_rounds_once():
     assert tg.matmul(a, b, "max_plus", argmax=True)[1][0, 0] == 0
 
 
+def test_einsum_of_halves_rounds_each_step_as_the_docs_say(engine):
+    """A chain's steps are half products, each rounded once: the left-to-right fold equals the composed
+    matmuls, and the other order may differ in the last bit (the docs' example), never by more."""
+    a, b, c = (np.array([[x]], np.float16) for x in (1.0, 2.0**-11, 2.0**-11))
+    (left,) = engine.get(tg.einsum("ij,jk,kl->il", *engine.put(a, b, c), optimize=[(0, 1), (0, 1)]))
+    (right,) = engine.get(tg.einsum("ij,jk,kl->il", *engine.put(a, b, c), optimize=[(1, 2), (0, 1)]))
+    assert left[0, 0] == tg.matmul(tg.matmul(a, b), c)[0, 0] == np.float16(1.0)
+    assert right[0, 0] == tg.matmul(a, tg.matmul(b, c))[0, 0] == np.float16(1.0 + 2.0**-10)
+
+
 def test_overflow_to_inf_and_special_values(engine):
     a = np.array([[65504.0, -np.inf, np.nan]], np.float16)
     b = np.array([[65504.0], [0.0], [1.0]], np.float16)

@@ -190,6 +190,8 @@ CLI_CASES = {
     "demo-nodes-zero": (["demo", "--nodes", "0"], "argument --nodes"),
     "demo-check-sources-negative": (["demo", "--nodes", "4", "--check-sources", "-1"], "argument --check-sources"),
     "bench-sizes-overflow": (["bench", "--device", "cpu", "--sizes", "99999999999"], "argument --sizes"),
+    "bench-sizes-400-digits": (["bench", "--device", "cpu", "--sizes", "9" * 400], "argument --sizes"),
+    "demo-seed-400-digits-negative": (["demo", "--nodes", "4", "--seed", "-" + "9" * 400], "argument --seed"),
     "warmup-workers-zero": (["warmup", "--arch", "sm_90", "--op", "backward", "--semiring", "max_plus",
                              "--dtype", "float32", "--workers", "0"], "argument --workers"),
     "arch-arabic-indic-zero": (["warmup", "--arch", "sm_9\u0660", "--op", "backward", "--semiring", "max_plus",

@@ -251,6 +251,30 @@ def test_raw_ops_check_the_semiring_in_eager_and_fake_kernels():
             OPS.matmul(a.to(device), a.T.to(device), "maxplus2")
 
 
+def test_raw_ops_refuse_and_or_and_name_where_halves_go():
+    """The public ops took and_or on float tensors to numpy's packbits ("Expected an input array of integer or
+    boolean data type"), and refused float16 while listing it as supported."""
+    a = torch.zeros(2, 3)
+    for device in ("cpu", "meta"):
+        for op in (OPS.matmul, OPS.matmul_with_argmax):
+            with pytest.raises(TypeError, match="the and_or semiring takes numpy or cupy arrays, not torch tensors"):
+                op(a.to(device), a.T.to(device), "and_or")
+        with pytest.raises(TypeError, match=r"compute in torch.float32, .*got a.dtype=torch.float16; call "
+                                            r"tropical_gemm.torch.tropical_matmul"):
+            OPS.matmul(a.half().to(device), a.T.half().to(device), "max_plus")
+
+
+def test_layer_checks_its_semiring_when_made_and_its_inputs_when_called():
+    with pytest.raises(TypeError, match="the and_or semiring takes numpy or cupy arrays, not torch tensors"):
+        tgt.TropicalLinear(4, 3, "and_or")
+    layer = tgt.TropicalLinear(4, 3)
+    for shape in [(2, 5), (), (8,)]:  # () and (8,) were reshaped into rows of 4 (a 0-d input took 1 feature)
+        with pytest.raises(ValueError, match=rf"TropicalLinear\(4, 3\) takes inputs of shape \(\*, 4\), got shape"):
+            layer(torch.zeros(shape))
+    with pytest.raises(ValueError, match=r"got shape \(\)"):
+        tgt.TropicalLinear(1, 3)(torch.tensor(1.0))
+
+
 def test_raw_backward_op_checks_grad_c_and_argmax_in_eager_and_fake_kernels():
     """The public backward op refuses inputs that do not belong to the product, before a kernel reads them."""
     a, b = random_operands((3, 4), (4, 2), torch.float64)

@@ -108,7 +108,10 @@ def _positive(text: str) -> int:
 
 def run_bench(args: argparse.Namespace, progress: Any) -> int:
     """Measure, then print the table (or JSON) and write the plot if asked; ``progress`` is a ProgressBar."""
-    pyplot = _pyplot() if args.plot else None  # fail before measuring, not after
+    if args.plot and not args.plot.resolve().parent.is_dir():  # fail before measuring, not after
+        raise RuntimeError(f"--plot {args.plot}: the directory {args.plot.resolve().parent} does not exist; "
+                           "create it first")
+    pyplot = _pyplot() if args.plot else None
     engine = choose_engine(args.device)
     sizes = tuple(args.sizes or engine.sizes)
     runs = 2 if engine.name == "cuda" else 1

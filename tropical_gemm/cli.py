@@ -25,7 +25,7 @@ from .jit.cache.config import comma_list
 from .jit import log as jit_log
 from .jit.compiler import NvrtcUnavailableError, Target
 from .jit.spec import KernelSpec
-from .options import arch_list, ascii_float, checked_number, whole_number
+from .options import arch_list, parse_size, whole_number
 from .progress import ProgressBar
 
 
@@ -63,23 +63,15 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_cpu_warmup(args: argparse.Namespace) -> int:
-    from .dtypes import ENGINE_DTYPES
     from .engines import cpu
-    from .semirings import get_semiring, semirings
 
-    unknown = sorted(set(comma_list(args.dtype) or ()) - set(ENGINE_DTYPES))
-    if unknown:
-        raise CliError(f"the CPU engine's kernels take {', '.join(ENGINE_DTYPES)} (float16 and bfloat16 use "
-                       f"float32's), not {', '.join(unknown)}")
     started = time.perf_counter()
-    dtypes = comma_list(args.dtype) or ENGINE_DTYPES
-    products = [(name, dtype, argmax) for name in comma_list(args.semiring) or semirings()
-                for dtype in (("bool",) if get_semiring(name).boolean else dtypes) for argmax in (False, True)]
+    products = [(sr, dtype, argmax) for sr, dtype in _cpu_warmup_pairs(args) for argmax in (False, True)]
     bar = ProgressBar(sys.stderr)
     numba_kernels = 0
-    for done, (name, dtype, argmax) in enumerate(products, 1):
-        numba_kernels += cpu.prepare(get_semiring(name), dtype, argmax)
-        bar.update(done, len(products), f"{name} {dtype}{' argmax' if argmax else ''}")
+    for done, (sr, dtype, argmax) in enumerate(products, 1):
+        numba_kernels += cpu.prepare(sr, dtype, argmax)
+        bar.update(done, len(products), f"{sr.name} {dtype}{' argmax' if argmax else ''}")
     bar.finish()
     summary = {"products": len(products), "numba_kernels": numba_kernels, "kernels": cpu.kernels_description(),
                "wall_seconds": round(time.perf_counter() - started, 3)}
@@ -89,6 +81,31 @@ def _run_cpu_warmup(args: argparse.Namespace) -> int:
         print(f"{len(products)} CPU products ready ({summary['kernels']}; {numba_kernels} numba kernels "
               f"compiled or loaded) in {summary['wall_seconds']:.1f} s")
     return 0
+
+
+def _cpu_warmup_pairs(args: argparse.Namespace) -> list[tuple[Any, str]]:
+    """The (semiring, dtype) pairs ``warmup --device cpu`` prepares: each semiring with the dtypes it takes.
+
+    The ordered semirings take the engine's dtypes, ``and_or`` its truth dtypes
+    (bool, uint8); a dtype left out means all of a semiring's, and a semiring
+    named with none of its dtypes is an error.
+    """
+    from .dtypes import BOOLEAN_DTYPES, ENGINE_DTYPES
+    from .semirings import get_semiring, semirings
+
+    dtypes = comma_list(args.dtype)
+    if unknown := sorted(set(dtypes or ()) - set(ENGINE_DTYPES) - set(BOOLEAN_DTYPES)):
+        raise CliError(f"the CPU engine's kernels take {', '.join(ENGINE_DTYPES)} (float16 and bfloat16 use "
+                       f"float32's), and {', '.join(BOOLEAN_DTYPES)} for and_or, not {', '.join(unknown)}")
+    pairs = []
+    for name in comma_list(args.semiring) or semirings():
+        sr = get_semiring(name)
+        own = BOOLEAN_DTYPES if sr.boolean else ENGINE_DTYPES
+        chosen = [d for d in dtypes if d in own] if dtypes else list(own)
+        if not chosen and args.semiring:
+            raise CliError(f"{sr.name} takes the dtypes {', '.join(own)}, none of --dtype {', '.join(dtypes)}")
+        pairs += [(sr, dtype) for dtype in chosen]
+    return pairs
 
 
 def _run_warmup(args: argparse.Namespace) -> int:
@@ -110,6 +127,11 @@ def _run_warmup(args: argparse.Namespace) -> int:
         raise CliError(f"no usable CUDA GPU to take the architecture from ({exc.cause}); pass --arch, "
                        "e.g. --arch sm_90 or --arch sm_80,sm_90") from exc
     bar.finish()
+    if not result:  # a warm-up that selected nothing must not pass for one that filled the cache
+        given = " ".join(f"--{n} {','.join(comma_list(getattr(args, n)))}" for n in ("semiring", "dtype", "op")
+                         if getattr(args, n))
+        raise CliError(f"no catalogue kernel matches {given} (and_or's kernels have dtype bool; float16 products "
+                       "run the float32 kernels, warm them with --dtype float32,float16); leave a filter out")
     summary = {
         "kernels": len(result), "builds": result.compiled + result.already_cached, "compiled": result.compiled,
         "already_cached": result.already_cached, "stored": result.stored,
@@ -167,25 +189,6 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
                                              "them all to the cache; a bad bundle imports nothing.")
     import_.add_argument("file", type=Path, help="bundle written by 'cache export'")
     import_.set_defaults(handler=_run_cache_import)
-
-
-_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-
-
-#: The largest size an option takes: what a signed 64-bit file offset can count.
-MAX_SIZE = 2**63 - 1
-
-
-def _bytes(text: str) -> float:
-    """``"1.5G"`` as bytes; ``ValueError`` for text that is no size."""
-    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
-    return ascii_float(cleaned[:len(cleaned) - len(unit)]) * _SIZE_UNITS[unit]
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``"1048576"``, ``"500K"``, ``"20M"``, ``"1.5G"`` (powers of 1024)."""
-    return int(checked_number(text, _bytes, 0, "a size (bytes, or with a K/M/G/T suffix)", MAX_SIZE))
 
 
 def _cache() -> Any:

@@ -61,7 +61,8 @@ def counting_semiring(semiring: object) -> CountingSemiring:
         return sr
     name = get_semiring(semiring).name  # an unknown name raises here, listing the valid ones
     raise TypeError(f"(values, counts) pairs are the operands of the counting semirings "
-                    f"({', '.join(counting_semirings())}); {name} takes arrays")
+                    f"({', '.join(counting_semirings())}); {name} takes arrays (a tuple operand is read as such a "
+                    "pair: pass nested tuples as np.asarray(x))")
 
 
 def operand_pair(x: Any, label: str) -> tuple[Any, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 import dask.array as da
 from dask.array.utils import meta_from_array
 
-from .dtypes import common_dtype
+from .dtypes import canonical_dtype, common_dtype
 from .semirings import Semiring, get_semiring
 
 
@@ -31,7 +31,7 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
         ('Array', array([[7., 5.],
                [3., 1.]]))
     """
-    from .einsum import parse_call
+    from .einsum import optimize_key, parse_call
 
     if return_configuration:
         raise TypeError(
@@ -40,10 +40,14 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
         )
     parsed, arrays = parse_call(subscripts, operands)
     arrays = [da.asarray(x) for x in arrays]
-    dtype = arrays[0].dtype
+    sr = get_semiring(semiring)
+    if sr.boolean:
+        raise TypeError("the and_or semiring takes numpy arrays in einsum, not dask arrays; compute() the "
+                        "operands first, or map tropical_gemm.einsum over their blocks")
+    dtype = canonical_dtype(arrays[0].dtype)  # checked here, not when the graph is computed
     for x in arrays[1:]:
         common_dtype(dtype, x.dtype)
-    sr = get_semiring(semiring)
+    optimize_key(optimize)
     args: list[Any] = []
     for x, labels, drop in zip(arrays, parsed.inputs, parsed.drop):
         if drop:  # broadcast size-1 axes: the operand does not depend on them

@@ -39,6 +39,7 @@ class FrontEnd:
     convert: str  #: how a user converts another operand, for the error
     instead_of_backward: str  #: what replaces ``matmul_backward`` for these arrays
     out_hint: str  #: what replaces ``out=``, for the error
+    noun: str  #: what its arrays are called in errors ("torch tensors", "dask arrays")
 
 
 FRONT_ENDS: tuple[FrontEnd, ...] = (
@@ -46,10 +47,11 @@ FRONT_ENDS: tuple[FrontEnd, ...] = (
              "torch.as_tensor({label}, device=other.device)",
              "gradients come from autograd: c = tropical_gemm.matmul(a, b) (or tropical_gemm.torch.tropical_matmul), "
              "then c.backward(...)",
-             "the product is a new tensor that autograd tracks; copy it afterwards if needed (out.copy_(c))"),
+             "the product is a new tensor that autograd tracks; copy it afterwards if needed (out.copy_(c))",
+             "torch tensors"),
     FrontEnd("dask", "dask.array", "Array", "tropical_gemm.dask", False, "",
              "compute them first",
-             "the result is lazy; use out[...] = c.compute()"),
+             "the result is lazy; use out[...] = c.compute()", "dask arrays"),
 )
 
 
@@ -106,7 +108,6 @@ def _check_call(end: FrontEnd, operands: Sequence[tuple[str, Any]], array_type: 
                     f"{end.array_type.lower()}; convert it first, e.g. {end.convert.format(label=label.replace(' ', '_'))}"
                 )
     if function == "matmul_backward":
-        raise TypeError(f"matmul_backward takes numpy or cupy arrays, not {end.name} arrays; {end.instead_of_backward}")
+        raise TypeError(f"matmul_backward takes numpy or cupy arrays, not {end.noun}; {end.instead_of_backward}")
     if out is not None:
-        raise TypeError(f"out= is not supported for {end.name} {'tensors' if end.name == 'torch' else 'arrays'}: "
-                        f"{end.out_hint}")
+        raise TypeError(f"out= is not supported for {end.noun}: {end.out_hint}")

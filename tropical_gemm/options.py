@@ -27,7 +27,7 @@ def checked_number(text: str, convert: Callable[[str], float], minimum: float, w
         value = convert(text)
     except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"not {what}: {shown}") from None
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):  # an int is finite (and may exceed a float)
         raise argparse.ArgumentTypeError(f"{what} must be a finite number, got {shown}")
     if value < minimum:
         raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}, got {shown}")
@@ -74,3 +74,22 @@ def arch_list(text: str) -> str:
         except UnsupportedArchError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+#: The largest size an option takes: what a signed 64-bit file offset can count.
+MAX_SIZE = 2**63 - 1
+
+
+def _bytes(text: str) -> float:
+    """``"1.5G"`` as bytes; ``ValueError`` for text that is no size."""
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
+    return ascii_float(cleaned[:len(cleaned) - len(unit)]) * _SIZE_UNITS[unit]
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``"1048576"``, ``"500K"``, ``"20M"``, ``"1.5G"`` (powers of 1024)."""
+    return int(checked_number(text, _bytes, 0, "a size (bytes, or with a K/M/G/T suffix)", MAX_SIZE))

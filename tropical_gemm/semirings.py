@@ -220,7 +220,8 @@ def semirings() -> tuple[str, ...]:
 def get_semiring(name: "str | Semiring") -> Semiring:
     """Look a semiring up by any spelling: case, ``-`` and ``_`` do not matter.
 
-    Raises ``ValueError`` naming the valid semirings for an unknown name, and
+    Raises ``ValueError`` naming the valid semirings (and the closest, if a
+    name is close) for an unknown name or a counting semiring, and
     ``TypeError`` for something that is not a string.  A ``Semiring`` made
     outside the catalogue gives the catalogue entry with its ⊕ and ⊗, which
     is what every engine and kernel knows.
@@ -233,23 +234,39 @@ def get_semiring(name: "str | Semiring") -> Semiring:
         'max_min'
     """
     if isinstance(name, Semiring):
-        return name if id(name) in _CANONICAL_IDS else _BY_PAIR[(name.add, name.mul)]
-    if not isinstance(name, str):
-        raise TypeError(f"semiring must be a string such as 'max_plus', got {type(name).__name__}")
-    exact = _BY_NAME.get(name)  # the spelling most calls use, without normalising
+        if id(name) in _CANONICAL_IDS:
+            return name
+        served = _BY_PAIR.get((name.add, name.mul))
+        if served is None:  # made while register_semiring served its pair, which was unregistered since
+            raise ValueError(f"semiring {name.name!r} (add={name.add!r}, mul={name.mul!r}) is no longer served; "
+                             "register_semiring it again")
+        return served
+    exact = _BY_NAME.get(name) if isinstance(name, str) else None  # the spelling most calls use, as it is
     if exact is not None:
         return exact
-    found = _BY_KEY.get(_normalise(name))
+    found = _BY_KEY.get(_normalise(name)) if isinstance(name, str) else None
     if found is None:
         counting = find_counting_semiring(name)
         if counting is not None:
             raise ValueError(f"{counting.name!r} is a counting semiring: pass each operand as a pair "
                              f"(values, counts), e.g. tg.matmul((va, ca), (vb, cb), {counting.name!r})")
+        if not isinstance(name, str):
+            raise TypeError(f"semiring must be a string such as 'max_plus', got {type(name).__name__}")
         raise ValueError(
-            f"unknown semiring {name!r}; valid semirings are {', '.join(semirings())} "
+            f"unknown semiring {name!r}{_did_you_mean(name)}; valid semirings are {', '.join(semirings())} "
             f"(aliases: {', '.join(a for s in _ENTRIES for a in s.aliases)})"
         )
     return found
+
+
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean 'max_plus'?)`` for a name close to one spelling of a semiring (counting ones too), else ``""``."""
+    import difflib
+
+    spellings = {**{key: entry.name for key, entry in _BY_KEY.items()},
+                 **{key: entry.name for key, entry in _COUNTING_BY_KEY.items()}}
+    close = difflib.get_close_matches(_normalise(name), spellings, n=1, cutoff=0.75)
+    return f" (did you mean {spellings[close[0]]!r}?)" if close else ""
 
 
 def register_semiring(name: str, add: str, mul: str, description: str, aliases: tuple[str, ...] = ()) -> Semiring:
@@ -274,6 +291,9 @@ def register_semiring(name: str, add: str, mul: str, description: str, aliases: 
         array([[3.]])
         >>> unregister_semiring("min_times")
     """
+    if isinstance(aliases, str):  # tuple("mt") would register every letter as a name
+        raise ValueError(f"register_semiring: aliases must be a tuple of strings, got the string {aliases!r}; "
+                         f"pass ({aliases!r},)")
     if add in ADDS and add == mul:
         raise ValueError(f"register_semiring: ⊗ = ⊕ = {mul!r} has no zero that absorbs ⊗; choose another ⊗ "
                          f"from {', '.join(m for m in MULS if m != add)}")

@@ -65,6 +65,9 @@ def _check_operands(operands: list[Any], sr: Semiring) -> tuple[str, list[Any]]:
         operands = [x if type(x) is ndarray else cuda.as_array(x) for x in operands]
     dtypes = [x.dtype for x in operands]
     if sr.boolean:
+        if kind == "torch":  # tensors take no and_or anywhere: matmul refuses them too
+            raise TypeError("einsum over the and_or semiring takes numpy arrays, not torch tensors; "
+                            "pass t.numpy() (t.cpu().numpy() for a CUDA tensor)")
         if kind != "cpu":
             raise TypeError(f"einsum over the and_or semiring takes numpy arrays, got {kind} ones; "
                             "copy them to the host, or use tropical_gemm.matmul, which runs and_or on the GPU")
@@ -77,7 +80,8 @@ def _check_operands(operands: list[Any], sr: Semiring) -> tuple[str, list[Any]]:
         canonical_dtype(dtypes[0])
     if any(d != dtypes[0] for d in dtypes):
         listed = ", ".join(f"operand {i}: {d}" for i, d in enumerate(dtypes))
-        raise TypeError(f"einsum operands have different dtypes ({listed}); cast them to one, e.g. x.astype(...)")
+        cast = "x.to(...)" if kind == "torch" else "x.astype(...)"
+        raise TypeError(f"einsum operands have different dtypes ({listed}); cast them to one, e.g. {cast}")
     return kind, operands
 
 
@@ -104,7 +108,7 @@ def einsum_plan(subscripts: Any, *operands: Any, optimize: Any = "auto") -> Plan
         (['Pair', 'Pair'], ((1, 2), (0, 1)))
     """
     parsed, _ = parse_call(subscripts, operands)
-    return make_plan(parsed, _optimize_key(optimize))
+    return make_plan(parsed, optimize_key(optimize))
 
 
 def parse_call(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Parsed, list[Any]]:
@@ -137,7 +141,7 @@ OPTIMIZE_FORMS = (
 _KNOWN_NAMES: set[str] = {"auto", "greedy", "cotengra"}
 
 
-def _optimize_key(optimize: Any) -> Any:
+def optimize_key(optimize: Any) -> Any:
     """``optimize`` in a hashable form (explicit paths become tuples of tuples), or an error listing the forms.
 
     Checked here, on every call, because opt_einsum itself never looks at
@@ -197,7 +201,10 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     products, winner-take-all, and ``torch.compile`` traces it); dask arrays
     give a lazy dask array ([`tropical_gemm.dask.einsum`][tropical_gemm.dask.einsum]);
     masked arrays are refused.  The dtypes are ``SUPPORTED_DTYPES``, one for
-    all operands, float16 and bfloat16 computed in float32 and rounded once.
+    all operands; float16 and bfloat16 steps are computed in float32 and
+    rounded once each, as by ``matmul``, so a chain of several steps rounds
+    after each and its last bits can depend on the contraction order (pass
+    float32 operands and round the result for one rounding).
     ``optimize`` takes what opt_einsum takes: a strategy name (``"auto"``,
     ``"greedy"``, ``"optimal"``, ``"random-greedy"``, ...), ``"cotengra"`` (if
     installed), an explicit path, a ``PathOptimizer`` instance, a path
@@ -232,7 +239,7 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
 
         subscripts, operands = count_steps.counted_operands(subscripts, operands)
         parsed, ops = parse_call(subscripts, operands)
-        return count_steps.run(make_plan(parsed, _optimize_key(optimize)), parsed, ops, counting,
+        return count_steps.run(make_plan(parsed, optimize_key(optimize)), parsed, ops, counting,
                                return_configuration)
     if _has_pairs(subscripts, operands):  # numpy would stack a (values, counts) pair into one array
         from ..counting import counting_semiring
@@ -254,7 +261,7 @@ def contract(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_
     parsed, ops = parse_call(subscripts, operands)
     sr = get_semiring(semiring)
     kind, ops = _check_operands(ops, sr)
-    optimize = _optimize_key(optimize)
+    optimize = optimize_key(optimize)
     replayed = None
     if kind == "cuda":  # the call signature's launches, bound once, on addresses
         from . import replay

@@ -100,12 +100,21 @@ def counted_operands(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Any, t
     are every other argument, starting with ``subscripts`` itself.
     """
     if isinstance(subscripts, str):
-        return subscripts, tuple(_counted(x, i) for i, x in enumerate(operands))
+        counted = tuple(_counted(x, i) for i, x in enumerate(operands))
+        _one_values_dtype(counted)
+        return subscripts, counted
     args = [subscripts, *operands]
     pairs = len(args) // 2
     for i in range(pairs):
         args[2 * i] = _counted(args[2 * i], i)
+    _one_values_dtype(args[0:2 * pairs:2])
     return args[0], tuple(args[1:])
+
+
+def _one_values_dtype(counted: "tuple[Counted, ...] | list[Counted]") -> None:
+    """Every operand's values of one dtype, as ``matmul``'s pairs (the steps' kernels take one)."""
+    if counted:
+        counting.values_dtype(*(x.values.dtype for x in counted))
 
 
 def _counted(x: Any, i: int) -> Counted:

@@ -209,6 +209,9 @@ def split_interleaved(args: Sequence[object]) -> tuple[list[object], list[Sequen
         if type(labs) is list or type(labs) is tuple:  # the common case, without isinstance's two checks
             continue
         if isinstance(labs, str) or not isinstance(labs, (list, tuple)):
+            if i == 0 and not isinstance(args[0], (list, tuple)) and not hasattr(args[0], "shape"):
+                raise TypeError(f"einsum subscripts must be a string such as 'ij,jk->ik', got "
+                                f"{type(args[0]).__name__} (or, interleaved, einsum(op0, [labels0], op1, ...))")
             where = f"operand {i}" if i < len(label_lists) else "the output"
             raise TypeError(
                 f"einsum's interleaved form takes a list of labels for {where}, got {type(labs).__name__}; "
@@ -247,6 +250,8 @@ def _parse_interleaved(label_lists: tuple[tuple[Hashable, ...], ...], output: "t
     out = None
     if output is not None:
         out_t = ["..." if lab is Ellipsis else lab for lab in output]
+        if out_t.count("...") > 1:
+            raise ValueError(f"{text}: the output has more than one Ellipsis")
         out = _expand(out_t, (1,) * (len(out_t) - 1 + len(ellipsis)), len(ellipsis), -1, text) \
             if "..." in out_t else out_t
     return _resolve(named, shapes, out, ellipsis, text)

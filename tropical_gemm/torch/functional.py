@@ -16,12 +16,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..semirings import Semiring, get_semiring
+from ..semirings import Semiring
 from ..shapes import NO_VECTORS, promote_vectors
 from . import eager, kernels
 from .ops import matmul_op, matmul_with_argmax_op
 from .transforms import transformed_product
-from .validation import HALVES, check_same_dtype, check_tensors, has_tangents, semiring_name
+from .validation import HALVES, check_same_dtype, check_semiring, check_tensors, has_tangents, semiring_name
 
 
 def tropical_matmul(a: Tensor, b: Tensor, semiring: "str | Semiring" = "max_plus") -> Tensor:
@@ -72,9 +72,7 @@ def _product(a: Tensor, b: Tensor, semiring: "str | Semiring", with_argmax: bool
 
     The argmax is computed only where it is returned or autograd needs it.
     """
-    if get_semiring(semiring).boolean:
-        raise TypeError("the and_or semiring takes numpy or cupy arrays, not torch tensors (it has no gradient): "
-                        "tropical_gemm.matmul(a.numpy(), b.numpy(), 'and_or'), or cupy.from_dlpack(a) on the GPU")
+    check_semiring(semiring)
     check_tensors(a, b)
     if a.dtype in HALVES or b.dtype in HALVES or a.dim() < 2 or b.dim() < 2:
         return _composite(a, b, semiring, with_argmax)

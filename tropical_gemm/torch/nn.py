@@ -7,7 +7,7 @@ from torch import Tensor, nn
 
 from ..semirings import Semiring, get_semiring
 from .functional import tropical_matmul
-from .validation import semiring_name
+from .validation import check_semiring
 
 
 class TropicalLinear(nn.Module):
@@ -56,7 +56,7 @@ class TropicalLinear(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.in_features = in_features
         self.out_features = out_features
-        self.semiring = semiring_name(semiring)
+        self.semiring = check_semiring(semiring).name
         self.weight = nn.Parameter(torch.empty((out_features, in_features), **factory))
         if bias:
             self.bias = nn.Parameter(torch.empty(out_features, **factory))
@@ -76,6 +76,9 @@ class TropicalLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Inputs ``(*, in_features)`` map to ``(*, out_features)`` in one 2-D product."""
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(f"TropicalLinear({self.in_features}, {self.out_features}) takes inputs of shape "
+                             f"(*, {self.in_features}), got shape {tuple(x.shape)}")
         y = tropical_matmul(x.reshape(-1, self.in_features), self.weight.T, self.semiring)
         if self.bias is not None:
             add = torch.fmax if get_semiring(self.semiring).add == "max" else torch.fmin

@@ -58,10 +58,29 @@ def check_same_dtype(a: Tensor, b: Tensor) -> None:
         raise different_dtypes(a.dtype, b.dtype, cast="b.to(a.dtype)")
 
 
+def check_semiring(semiring: "str | Semiring") -> Semiring:
+    """The semiring, if tensors take it: ``and_or`` has no gradient and runs on numpy or cupy arrays only."""
+    sr = get_semiring(semiring)
+    if sr.boolean:
+        raise TypeError("the and_or semiring takes numpy or cupy arrays, not torch tensors (it has no gradient): "
+                        "tropical_gemm.matmul(a.numpy(), b.numpy(), 'and_or'), or cupy.from_dlpack(a) on the GPU")
+    return sr
+
+
 def check_operands(a: Tensor, b: Tensor, semiring: str) -> None:
-    """Reject what the engines cannot take, naming it in torch's terms."""
-    get_semiring(semiring)
+    """Reject what the engines cannot take, naming it in torch's terms.
+
+    The custom ops (``torch.ops.tropical_gemm``) take the engines' dtypes;
+    ``tropical_matmul`` widens the halves to float32 around them.
+    """
+    check_semiring(semiring)
     for label, t in (("a", a), ("b", b)):
+        if t.dtype in HALVES:
+            raise TypeError(
+                f"the torch.ops.tropical_gemm operators compute in {', '.join(f'torch.{n}' for n in ENGINE_DTYPES)}, "
+                f"got {label}.dtype={t.dtype}; call tropical_gemm.torch.tropical_matmul, which computes "
+                f"float16 and bfloat16 in float32 and rounds once, or cast first ({label}.float())"
+            )
         if t.dtype not in ENGINE_NAMES:
             raise TypeError(
                 f"tropical matmul does not support {label}.dtype={t.dtype}; supported dtypes are "

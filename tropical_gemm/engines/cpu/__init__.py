@@ -36,6 +36,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...dtypes import truth_dtype
 from ...semirings import CountingSemiring, Semiring
 from ...shapes import operand_batch_index
 from .backward import backward
@@ -202,11 +203,18 @@ def prepare(semiring: Semiring, dtype: np.dtype, argmax: bool) -> int:
     """Have the kernels of one product ready; returns how many numba compiled or loaded (0: the extension serves).
 
     Integer products get both kernels, plain and saturating (see ``_is_tame``).
-    The boolean semiring's kernels (numba's) take packed words, whatever ``dtype``.
+    The boolean semiring's kernels are numba's always: its tile of this
+    argmax variant and the line packer of this truth dtype (bool or uint8),
+    counted when this call compiled or loaded them (two products share a tile).
     """
-    if semiring.boolean:
-        return _boolean().prepare(argmax)
     dtype = np.dtype(dtype)
+    if semiring.boolean:
+        truth_dtype(dtype, dtype)
+        bits = _boolean()
+        before = bits.tile_function.cache_info().currsize + bits.pack_function.cache_info().currsize
+        bits.tile_function(argmax, np.dtype(np.int32))
+        bits.pack_function(dtype)
+        return bits.tile_function.cache_info().currsize + bits.pack_function.cache_info().currsize - before
     numba_kernels = 0
     for sat in (False, True) if dtype.kind == "i" else (False,):
         tile, _ = _tile(semiring, sat, dtype, argmax, np.dtype(np.int32))

@@ -25,7 +25,6 @@ import numpy as np
 from numba import njit, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from ...dtypes import BOOLEAN_DTYPES
 from .numba_cache import compile_cached
 
 #: ks per packed word.
@@ -63,7 +62,7 @@ def pack(x: np.ndarray, k_axis: int) -> np.ndarray:
         out.view(np.uint8)[..., : packed.shape[-1]] = packed
         return out
     by_k = np.moveaxis(x, k_axis, -2)  # (..., K, lines), lines the closer axis
-    pack_lines = _pack_function(x.dtype)
+    pack_lines = pack_function(x.dtype)
     for index in np.ndindex(*x.shape[:-2]):
         pack_lines(by_k[index], out[index])
     return out
@@ -86,7 +85,7 @@ def _make_pack(signature: object) -> Callable:
 
 
 @lru_cache(maxsize=None)
-def _pack_function(dtype: np.dtype) -> Callable:
+def pack_function(dtype: np.dtype) -> Callable:
     """The line packer for bool or uint8 operands, compiled or loaded from the disk cache on first use."""
     signature = types.void(types.Array(numba.from_dtype(np.dtype(dtype)), 2, "A", readonly=True),
                            types.Array(types.uint64, 2, "C"))
@@ -175,15 +174,3 @@ def tile_function(argmax: bool, idx_dtype: np.dtype) -> Callable:
     signature = types.void(words, words, types.Array(types.boolean, 2, "C"), index,
                            types.int64, types.int64, types.int64, types.int64)
     return _make_tile(argmax, signature)
-
-
-def prepare(argmax: bool) -> int:
-    """Have the kernels of one product ready: its tile, and the line packers of both truth dtypes.
-
-    Returns how many numba compiled or loaded (0 where this process already holds them all).
-    """
-    made = tile_function.cache_info().misses + _pack_function.cache_info().misses
-    tile_function(argmax, np.dtype(np.int32))
-    for dtype in BOOLEAN_DTYPES:
-        _pack_function(np.dtype(dtype))
-    return tile_function.cache_info().misses + _pack_function.cache_info().misses - made
