@@ -142,7 +142,6 @@ def run(plan: Plan, parsed: Parsed, operands: list[Counted], semiring: CountingS
     if return_configuration:
         raise ValueError(f"return_configuration=True is not defined for {semiring.name}: it counts every optimal "
                          "configuration rather than choosing one; use the plain semiring (e.g. max_plus) to get one")
-    counting.values_dtype(*(x.values.dtype for x in operands))  # the engines' products take one
     engine = select_engine(*(x.values for x in operands))
     flags = counting.new_flags(engine, operands[0].values)
     ops = CountingOps(engine.NAME, flags)
