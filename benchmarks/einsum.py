@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 import tropical_gemm as tg  # noqa: E402
 from results_file import RESULTS, save_report  # noqa: E402
-from tropical_gemm.einsum import _check_operands, _optimize_key, einsum_plan, parse_call  # noqa: E402
+from tropical_gemm.einsum import _check_operands, einsum_plan, optimize_key, parse_call  # noqa: E402
 from tropical_gemm.einsum.lower import ArrayOps, array_ops, execute  # noqa: E402
 from tropical_gemm.einsum.plan import Pair, make_plan  # noqa: E402
 from tropical_gemm.semirings import get_semiring  # noqa: E402
@@ -283,7 +283,7 @@ def array_path(dev: Device, put: list, path: list, ops=None):
     parsed, operands = parse_call(put[0], tuple(put[1:]))
     semiring = get_semiring("max_plus")
     _, operands = _check_operands(operands, semiring)
-    plan = make_plan(parsed, _optimize_key(path))
+    plan = make_plan(parsed, optimize_key(path))
     return execute(plan, parsed, operands, ops or array_ops(dev.name), semiring, False)
 
 
