@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -206,6 +207,38 @@ def test_an_unwritable_home_compiles_and_names_the_real_cause(tmp_path):
     assert report["cupy_cache"] and not report["cupy_cache"].startswith(str(blocker))
     [message] = [m for m in report["warnings"] if "kernel cache" in m]
     assert f"HOME ({blocker / 'home'}) is not a writable directory" in message and dc.ENV_CACHE_DIR in message
+
+
+@pytest.mark.parametrize("planted", ["link", "open dir", "other user's dir", None])
+def test_cupys_fallback_cache_is_never_a_directory_another_user_planted(tmp_path, monkeypatch, planted):
+    """The fallback's name is predictable: a link, a directory anyone can write, or another user's is refused."""
+    from tropical_gemm.jit.cache import config
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(config.tempfile, "tempdir", str(temp))
+    monkeypatch.delenv("CUPY_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "a-file" / "home"))
+    (tmp_path / "a-file").write_text("HOME cannot be a directory under a file")
+    predictable = temp / f"tropical-gemm-cupy-{os.getuid()}"
+    elsewhere = tmp_path / "attacker"
+    elsewhere.mkdir(mode=0o777)
+    if planted == "link":
+        predictable.symlink_to(elsewhere)
+    elif planted == "open dir":
+        predictable.mkdir()
+        os.chmod(predictable, 0o777)
+    elif planted == "other user's dir":
+        predictable.mkdir(mode=0o700)
+        if os.getuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        os.chown(predictable, os.getuid() + 4321, -1)
+    chosen = Path(config.keep_cupy_cache_off_unusable_home())
+    assert os.environ["CUPY_CACHE_DIR"] == str(chosen)
+    info = os.lstat(chosen)
+    assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) == 0o700
+    assert (chosen == predictable) == (planted is None)
+    assert chosen.parent == temp and not any(elsewhere.iterdir())
 
 
 # ---- 2. bundle members are streamed with a cap ---------------------------------------------------

@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
+from .files import Trust
+
 ENV_CACHE_DIR = "TROPICAL_GEMM_CACHE_DIR"
 ENV_DISABLE = "TROPICAL_GEMM_DISABLE_DISK_CACHE"
 ENV_LOCK_TIMEOUT = "TROPICAL_GEMM_CACHE_LOCK_TIMEOUT"
@@ -194,9 +196,32 @@ def keep_cupy_cache_off_unusable_home() -> str | None:
     default = home / ".cupy"
     if default.is_dir() or (home.is_dir() and os.access(home, os.W_OK | os.X_OK)):
         return None
-    fallback = Path(tempfile.gettempdir()) / f"tropical-gemm-cupy-{os.getuid()}"
+    fallback = _private_temp_dir(f"tropical-gemm-cupy-{os.getuid()}")
     os.environ["CUPY_CACHE_DIR"] = str(fallback)
     return str(fallback)
+
+
+def _private_temp_dir(name: str) -> Path:
+    """``name`` in the temp directory, made by this user for this user alone; else a fresh one beside it.
+
+    The name is predictable, so another user may have made it first (a
+    directory they can write, or a link to one) to plant files that CuPy
+    would load: such a path is never used.
+    """
+    path = Path(tempfile.gettempdir()) / name
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    try:
+        problem = Trust.current().problem(os.lstat(path), directory=True)
+    except OSError as exc:
+        problem = str(exc)
+    if problem is None and os.access(path, os.W_OK | os.X_OK):
+        return path
+    return Path(tempfile.mkdtemp(prefix=f"{name}-"))
 
 
 def home_problem(root: Path) -> str | None:
