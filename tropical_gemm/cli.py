@@ -269,31 +269,13 @@ def _run_cache_prune(args: argparse.Namespace) -> int:
         raise CliError(f"{cache.write_problem}; nothing to prune")
     from .engines.cpu import numba_files
 
-    cpu = numba_files.kernels(cache.root)
-    gpu_sizes = [(e.last_used, e.size) for e in cache.entries()]
-    total = sum(size for _, size in gpu_sizes) + sum(k.size for k in cpu)
-    gpu_kept = sum(size for _, size in gpu_sizes)
-    cpu_removed: list[numba_files.NumbaKernel] = []
-    oldest_first = sorted([(t, size, None) for t, size in gpu_sizes] + [(k.last_used, k.size, k) for k in cpu],
-                          key=lambda item: item[0])
-    for _, size, kernel in oldest_first:
-        if total <= args.max_bytes:
-            break
-        total -= size
-        if kernel is None:
-            gpu_kept -= size
-        else:
-            cpu_removed.append(kernel)
-    for kernel in cpu_removed:
-        numba_files.remove(kernel)
-    result = cache.prune(gpu_kept)  # the oldest GPU entries, as chosen above, and the debris
-    removed = result.removed + sum(k.variants for k in cpu_removed)
-    freed = result.freed_bytes + sum(k.size for k in cpu_removed)
-    remaining = result.remaining_bytes + sum(k.size for k in cpu) - sum(k.size for k in cpu_removed)
+    result = numba_files.prune_with_gpu_entries(cache, args.max_bytes)
     if args.json:
-        print(json.dumps({"removed": removed, "freed_bytes": freed, "remaining_bytes": remaining}))
+        print(json.dumps({"removed": result.removed, "freed_bytes": result.freed_bytes,
+                          "remaining_bytes": result.remaining_bytes}))
     else:
-        print(f"removed {removed} entries ({human_size(freed)}); {human_size(remaining)} remain in {cache.root}")
+        print(f"removed {result.removed} entries ({human_size(result.freed_bytes)}); "
+              f"{human_size(result.remaining_bytes)} remain in {cache.root}")
     return 0
 
 

@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...jit.cache import DiskCache, PruneResult
 from ...jit.cache.files import aside_name
 
 #: The sub-folder of the cache root numba writes to (``numba_cache.SUBDIR``, which imports numba).
@@ -121,3 +122,31 @@ def remove(kernel: NumbaKernel) -> None:
             os.unlink(found.path)
         except FileNotFoundError:  # another prune or clear got there first
             pass
+
+
+def prune_with_gpu_entries(cache: DiskCache, max_bytes: int) -> PruneResult:
+    """``cache.prune`` with numba's CPU kernels in the same budget, least recently used first.
+
+    A CPU kernel goes with all its variants.  The GPU entries to remove are
+    the oldest ones of this joint order, so ``cache.prune`` is given what the
+    GPU entries that stay hold (and removes the debris as always).
+    """
+    cpu = kernels(cache.root)
+    gpu = [(entry.last_used, entry.size, None) for entry in cache.entries()]
+    total = sum(size for _, size, _ in gpu) + sum(kernel.size for kernel in cpu)
+    gpu_kept = sum(size for _, size, _ in gpu)
+    cpu_removed: list[NumbaKernel] = []
+    for _, size, kernel in sorted(gpu + [(k.last_used, k.size, k) for k in cpu], key=lambda item: item[0]):
+        if total <= max_bytes:
+            break
+        total -= size
+        if kernel is None:
+            gpu_kept -= size
+        else:
+            cpu_removed.append(kernel)
+    for kernel in cpu_removed:
+        remove(kernel)
+    result = cache.prune(gpu_kept)
+    freed = sum(kernel.size for kernel in cpu_removed)
+    return PruneResult(result.removed + sum(kernel.variants for kernel in cpu_removed), result.freed_bytes + freed,
+                       result.remaining_bytes + sum(kernel.size for kernel in cpu) - freed)
