@@ -27,7 +27,11 @@ parts need them, so that only the moves a part is about are timed.
 * Overhead, at 8192³ (``--overhead-size``): a direct, synchronised
   ``tropical_gemm.matmul`` call on GPU 0 in this process, against
   ``tropical_gemm.dask`` with one chunk (and 2×2 chunks) per operand under
-  the threaded scheduler here and on worker 0 of the cluster.
+  the threaded scheduler here and on worker 0 of the cluster.  On the
+  cluster the graph is persisted as a user's ``persist()`` does, optimised
+  (each chunk product fused with its synchronisation into one task) and
+  placed by ``persist(workers=...)``; unoptimised, each of them is two
+  tasks, a scheduler round trip more, reported beside it.
 
 A run is ``persist()`` of the graph, whose last task on each output block
 synchronises the worker's GPU (a chunk product returns once its kernels are
@@ -183,31 +187,42 @@ class Cluster:
         array = da.Array(dict(futures), name, (tuple(rows), tuple(cols)), meta=random_block((0, 0), seed))
         return array, list(futures.values())
 
-    def product(self, a: Any, b: Any, worker_of: Callable[[tuple], int]) -> Any:
-        """``tgd.matmul(a, b)`` then a synchronisation per output block, every task pinned to ``worker_of(key)``."""
+    def product(self, a: Any, b: Any, worker_of: Callable[[tuple], int] | None) -> Any:
+        """``tgd.matmul(a, b)`` then a synchronisation per output block, every task pinned to ``worker_of(key)``.
+
+        With no ``worker_of``, the tasks carry no annotation (``timings`` then places them).
+        """
+        import contextlib
+
         import dask
 
         import tropical_gemm.dask as tgd
 
         workers = self.workers  # the annotation travels to the scheduler: it must not hold the client
-        with dask.annotate(workers=lambda key: [workers[worker_of(key)]], allow_other_workers=False):
+        pinned = (contextlib.nullcontext() if worker_of is None
+                  else dask.annotate(workers=lambda key: [workers[worker_of(key)]], allow_other_workers=False))
+        with pinned:
             c = tgd.matmul(a, b, "max_plus")
             return c.map_blocks(synchronized, meta=c._meta)
 
-    def timings(self, product: Any) -> tuple[dict[str, Any], Any]:
+    def timings(self, product: Any, on_worker: int | None = None) -> tuple[dict[str, Any], Any]:
         """Cold run, then the median of REPS, each computing ``product`` anew; and the last result.
 
-        Each run's incoming transfers, summed over the workers, go with it.
+        ``on_worker``: persist the optimised graph there (tasks fused, as a user's
+        ``persist()`` does); else persist it unoptimised, which keeps each task's
+        own annotation.  Each run's incoming transfers, summed over the workers, go with it.
         """
         import distributed
 
         inputs = {future.key for future in distributed.futures_of(product)}
-        keys = [key for key in product.__dask_graph__() if key not in inputs]
+        placement = ({"optimize_graph": False} if on_worker is None  # optimising would drop the annotations
+                     else {"workers": [self.workers[on_worker]], "allow_other_workers": False})
         self.client.run(take_transfer_log)
         runs = []
+        graph_keys = {key for key in product.__dask_graph__() if key not in inputs}
         for run in range(REPS + 1):
             start = time.perf_counter()
-            result = self.client.persist(product, optimize_graph=False)  # optimising would drop the annotations
+            result = self.client.persist(product, **placement)
             distributed.wait(result)
             seconds = time.perf_counter() - start
             transfers = [t for log in self.client.run(take_transfer_log).values() for t in log]
@@ -215,9 +230,10 @@ class Cluster:
                          "transfer_busy_s": union_seconds([(t["start"], t["stop"]) for t in transfers]),
                          "transfer_sum_s": sum(t["stop"] - t["start"] for t in transfers)})
             progress(f"  {seconds:.4f} s, {runs[-1]['bytes_moved'] / 2**30:.2f} GiB moved")
-            if run < REPS:
+            keys = graph_keys | ({future.key for future in distributed.futures_of(result)} - inputs)
+            if run < REPS:  # fused, the result's keys are not the graph's
                 del result
-                self.forget(keys)
+                self.forget(list(keys))
         warm = sorted(runs[1:], key=lambda r: r["seconds"])[len(runs[1:]) // 2]
         return {"cold_s": runs[0]["seconds"], **warm, "samples_s": [r["seconds"] for r in runs[1:]]}, result
 
@@ -286,13 +302,14 @@ def moving_chunks(cluster: Cluster, size: int, k: int) -> dict[str, Any]:
 
 
 def cluster_overhead(cluster: Cluster, size: int) -> dict[str, float]:
-    """The overhead product on worker 0, with one chunk and with 2×2 chunks per operand."""
+    """The overhead product on worker 0, with one chunk and with 2×2 chunks per operand, fused and not."""
     out = {}
-    for label, parts in (("cluster_1_chunk_s", 1), ("cluster_2x2_s", 2)):
+    for label, parts in (("cluster_1_chunk", 1), ("cluster_2x2", 2)):
         a, _ = cluster.made(cut(size, parts), cut(size, parts), lambda i, j: 0, seed=7)
         b, _ = cluster.made(cut(size, parts), cut(size, parts), lambda i, j: 0, seed=70)
-        out[label] = cluster.timings(cluster.product(a, b, lambda key: 0))[0]["seconds"]
-        progress(f"  {label}: {out[label]:.4f} s")
+        out[f"{label}_s"] = cluster.timings(cluster.product(a, b, None), on_worker=0)[0]["seconds"]
+        out[f"{label}_unfused_s"] = cluster.timings(cluster.product(a, b, lambda key: 0))[0]["seconds"]
+        progress(f"  {label}: {out[f'{label}_s']:.4f} s fused, {out[f'{label}_unfused_s']:.4f} s not")
     return out
 
 

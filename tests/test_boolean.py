@@ -70,8 +70,8 @@ def test_the_boolean_operations_do_not_compose_with_the_ordered_ones():
 
 def test_its_kernels_are_catalogue_specs():
     names = [s.name for s in catalogue(semirings_=["boolean"], dtypes=["bool"])]
-    assert names == ["tg_forward_and_or_b8_rr_square", "tg_forward_argmax_and_or_b8_rr_square",
-                     "tg_pack_bits_and_or_b8"]
+    assert names == ["tg_forward_and_or_b8_rr_square", "tg_forward_and_or_b8_rr_tensor",
+                     "tg_forward_argmax_and_or_b8_rr_square", "tg_pack_bits_and_or_b8"]
     assert all(s.semiring == "and_or" for s in catalogue(dtypes=["bool"]))
     assert not [s for s in catalogue(semirings_=["max_plus"]) if s.dtype == "bool" or s.op == "pack_bits"]
     for spec in catalogue(semirings_=["and_or"], dtypes=["bool"]):
@@ -83,6 +83,18 @@ def test_its_kernels_are_catalogue_specs():
         make_spec("backward", "and_or", "bool")
     with pytest.raises(ValueError, match="valid values are bool"):
         make_spec("forward", "and_or", "float32")
+    with pytest.raises(ValueError, match="unknown tile 'tensor'; valid values are square"):
+        make_spec("forward_argmax", "and_or", "bool", tile="tensor")  # a count has no first true k
+
+
+@pytest.mark.nvrtc
+def test_the_tensor_kernel_uses_bit_mma_and_traps_before_sm_80():
+    from tropical_gemm.jit import compile_spec
+
+    spec = make_spec("forward", "and_or", "bool", tile="tensor")
+    assert "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc" in kernel_source(spec)
+    assert compile_spec(spec, "sm_80").binary[1:4] == b"ELF"
+    assert compile_spec(spec, "sm_75").binary[1:4] == b"ELF"  # the catalogue compiles on every arch
 
 
 @pytest.mark.nvrtc
@@ -91,7 +103,7 @@ def test_warmup_compiles_every_kernel_for_sm_90():
 
     result = warmup(semirings="boolean", dtypes="bool", arch="sm_90")
     assert [spec.name for spec in result] == [spec.name for spec in catalogue(semirings_=["and_or"], dtypes=["bool"])]
-    assert result.compiled + result.already_cached == 3 and not result.not_stored
+    assert result.compiled + result.already_cached == 4 and not result.not_stored
     for spec in result:
         assert compile_spec(spec, "sm_90").binary[1:4] == b"ELF", spec.name
 
@@ -138,6 +150,28 @@ def test_out_takes_bool_buffers():
 def test_ragged_sizes(engine, m, k, n):
     rng = np.random.default_rng(m * 10_007 + k * 101 + n)
     check(engine, truth(rng, (m, k), k), truth(rng, (k, n), k))
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 512, 128), (257, 1500, 131), (200, 520, 255), (1, 4100, 3),
+                                   (130, 8200, 7), (64, 257, 64)])
+def test_long_k_crosses_word_and_stage_edges(engine, m, k, n):
+    # the GPU's tensor kernel takes 256 ks an instruction and 512 a shared-memory stage; odd N stores bytes
+    rng = np.random.default_rng(m * 7 + k * 3 + n)
+    check(engine, truth(rng, (m, k), k), truth(rng, (k, n), k))
+
+
+@pytest.mark.parametrize("k", [300, 1000, 2500])
+def test_each_k_alone_decides_its_entries(engine, k):
+    # A's row i holds one true k, p[i], and B's column j one, q[j]: C[i, j] is p[i] == q[j], argmax p[i];
+    # every k of every word, bit and stage must pair A's with B's own
+    rng = np.random.default_rng(k)
+    p, q = rng.integers(0, k, 150), rng.integers(0, k, 140)
+    q[::3] = p[: len(q[::3])]  # some matches for sure
+    a, b = np.arange(k) == p[:, None], np.arange(k)[:, None] == q
+    want = p[:, None] == q
+    c = engine.get(tg.matmul(*engine.put(a, b), "and_or"))[0]
+    np.testing.assert_array_equal(c, want)
+    check(engine, a, b)
 
 
 def test_k_zero_is_false_with_no_argmax(engine):

@@ -26,7 +26,7 @@ import pytest
 from test_boolean import reference, truth
 from tropical_gemm.engines.cuda import boolean as cuda_boolean
 from tropical_gemm.jit.functors import functor
-from tropical_gemm.jit.source import ELEMENTWISE_THREADS, fragment, read_cuda_file
+from tropical_gemm.jit.source import ELEMENTWISE_THREADS, fragment, read_cuda_file, tile_shape
 from tropical_gemm.jit import make_spec
 
 SHIM = r"""
@@ -134,6 +134,8 @@ class _HostTiers:
     def get_function(self, spec, device):
         def run(grid, block, args):
             self.launches.append(spec.op)
+            if spec.tile == "tensor":  # its words, on the integer-pipe build (the same arguments and tiles)
+                block = (tile_shape(make_spec(spec.op, spec.semiring, spec.dtype)).threads,)
             count = 13 if spec.op == "pack_bits" else 12
             arrays, scalars = args[:-count], np.array([int(v) for v in args[-count:]], dtype=np.int64)
             if spec.op == "pack_bits":
@@ -149,10 +151,11 @@ class _HostTiers:
         return run
 
 
-@pytest.fixture
-def host_engine(host_launchers, monkeypatch):
+@pytest.fixture(params=[75, 90], ids=["sm_75", "sm_90-words"])
+def host_engine(host_launchers, monkeypatch, request):
     tiers = _HostTiers(host_launchers)
     monkeypatch.setattr(cuda_boolean, "tiers", lambda: tiers)
+    monkeypatch.setattr(cuda_boolean, "compute_capability", lambda device: request.param)
     monkeypatch.setattr(cuda_boolean, "cupy_module", lambda: np)
     return tiers
 
@@ -192,6 +195,7 @@ def test_strided_operands_and_broadcast_batches(host_engine):
     c, idx = run(big_a, big_b, True, view)
     np.testing.assert_array_equal(c, want_c)
     np.testing.assert_array_equal(idx, want_k)
+    np.testing.assert_array_equal(run(big_a, big_b, False, view)[0], want_c)
     transposed = lambda x: x.swapaxes(-1, -2).copy().swapaxes(-1, -2)  # noqa: E731
     a, b = truth(rng, (2, 131, 45), 45), truth(rng, (45, 3), 45)
     want_c, want_k = reference(a, b)
@@ -208,6 +212,7 @@ def test_unfoldable_batches_and_first_true_ties(host_engine):
     c, idx = run(big_a, b, True, lambda x: x[every_other] if x.ndim == 6 else x)
     np.testing.assert_array_equal(c, want_c)
     np.testing.assert_array_equal(idx, want_k)
+    np.testing.assert_array_equal(run(big_a, b, False, lambda x: x[every_other] if x.ndim == 6 else x)[0], want_c)
     a = np.zeros((2, 100), bool)
     a[:, 40:] = True
     ties = np.zeros((100, 3), bool)

@@ -94,6 +94,9 @@ _BASELINE = TileShape(256, 1, 1, 1, 1)
 # whole slice; the argmax, a select per output and word, unrolls none of it, for a shorter compile.
 _BITS = TileShape(128, 128, 8, 8, 8, min_blocks=2, unroll=8)
 _BITS_ARGMAX = TileShape(128, 128, 8, 8, 8, min_blocks=2, unroll=1)
+# The tensor-core product (forward_bits_mma.cu): 4 warps of 64×64 outputs (16×8 a thread), BK words (two mma
+# k steps of 256) per shared-memory stage, two stages; two blocks per SM.
+_BITS_TENSOR = TileShape(128, 128, 16, 16, 8, min_blocks=2)
 
 #: Tile shapes per (family, dtype, op), measured on an H100 by benchmarks/tune_tiles.py.
 TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
@@ -112,12 +115,16 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("baseline", d, op): _BASELINE for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
     ("square", BOOLEAN_DTYPE, "forward"): _BITS,
     ("square", BOOLEAN_DTYPE, "forward_argmax"): _BITS_ARGMAX,
+    ("tensor", BOOLEAN_DTYPE, "forward"): _BITS_TENSOR,
 }
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.
 _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu",
                       "vector": "forward_skinny.cu", "thin": "forward_thin.cu",
                       "baseline": "forward_baseline.cu"}
+
+#: The boolean semiring's forward fragment of each of its tiles (``spec.BOOLEAN_TILES``).
+_BOOLEAN_TEMPLATES = {"square": "forward_bits.cu", "tensor": "forward_bits_mma.cu"}
 
 #: The fragment of each op that is not a forward, where its file is not named after the op.
 _OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_b": "backward_ordered.cu",
@@ -185,7 +192,8 @@ def fragment(spec: KernelSpec) -> str:
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
             min_blocks=shape.min_blocks, unroll=shape.unroll or "TG_UNROLL",
         )
-        template = read_cuda_file("forward_bits.cu" if spec.dtype == BOOLEAN_DTYPE else _FORWARD_TEMPLATES[spec.tile])
+        template = read_cuda_file(_BOOLEAN_TEMPLATES[spec.tile] if spec.dtype == BOOLEAN_DTYPE
+                                  else _FORWARD_TEMPLATES[spec.tile])
     else:
         values.update(threads=ELEMENTWISE_THREADS)
         if spec.op in ORDERED_BACKWARD_OPS:

@@ -80,9 +80,12 @@ TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin", "baseli
 TUNED_TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin")
 
 #: The boolean semiring's (``and_or``) kernels, and their one dtype: truth values, one byte each.  Its
-#: forward kernels read bit-packed operands, so they have one layout and one tile (named "rr", "square").
+#: forward kernels read bit-packed operands, so they have one layout (named "rr").  Tiles: "square", the
+#: integer pipe's AND/OR on words (every GPU; the argmax's only one), and "tensor", tensor cores on bits
+#: (``mma .and.popc``, sm_80 and later), the plain product's kernel where the GPU has them.
 BOOLEAN_OPS: tuple[str, ...] = ("forward", "forward_argmax", "pack_bits")
 BOOLEAN_DTYPE = "bool"
+BOOLEAN_TILES: dict[str, tuple[str, ...]] = {"forward": ("square", "tensor"), "forward_argmax": ("square",)}
 
 _DTYPE_TAGS = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "float16": "f16", "bool": "b8"}
 
@@ -161,7 +164,7 @@ def make_spec(
         _check("dtype", dtype, COUNTING_VALUE_DTYPES)
         return KernelSpec(op, get_counting_semiring(semiring).name, dtype)
     if op == "pack_bits" or get_semiring(semiring).boolean:
-        return _boolean_spec(op, semiring, dtype)
+        return _boolean_spec(op, semiring, dtype, tile)
     _check("dtype", dtype, SUPPORTED_DTYPES)
     _check("a_layout", a_layout, LAYOUTS)
     _check("b_layout", b_layout, LAYOUTS)
@@ -180,15 +183,18 @@ def make_spec(
     return KernelSpec(op, canonical, dtype, a_layout, b_layout, tile)
 
 
-def _boolean_spec(op: str, semiring: str, dtype: str) -> KernelSpec:
-    """A kernel of the boolean semiring: its forward ops on packed words, and the packing."""
+def _boolean_spec(op: str, semiring: str, dtype: str, tile: str) -> KernelSpec:
+    """A kernel of the boolean semiring: its forward ops on packed words (``BOOLEAN_TILES``), and the packing."""
     sr = get_semiring(semiring)
     if not sr.boolean:
         raise ValueError(f"{op} kernels exist for the boolean semiring (and_or) only, got {sr.name}")
     if op not in BOOLEAN_OPS:
         raise ValueError(f"the and_or semiring has {', '.join(BOOLEAN_OPS)} kernels only, got {op}")
     _check("dtype", dtype, (BOOLEAN_DTYPE,))
-    return KernelSpec(op, sr.name, dtype)
+    if op not in BOOLEAN_TILES:
+        return KernelSpec(op, sr.name, dtype)
+    _check("tile", tile, BOOLEAN_TILES[op])
+    return KernelSpec(op, sr.name, dtype, tile=tile)
 
 
 def _check(field: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -231,7 +237,7 @@ def catalogue(
             continue
         if get_semiring(sr).boolean or dt == BOOLEAN_DTYPE or op == "pack_bits":  # only with each other
             if get_semiring(sr).boolean and dt == BOOLEAN_DTYPE and op in BOOLEAN_OPS:
-                specs.append(make_spec(op, sr, dt))
+                specs += [make_spec(op, sr, dt, tile=t) for t in BOOLEAN_TILES.get(op, ("square",))]
             continue
         if op in FORWARD_OPS:
             specs += [make_spec(op, sr, dt, a_layout=la, b_layout=lb, tile=t)

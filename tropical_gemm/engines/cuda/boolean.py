@@ -2,11 +2,15 @@
 
 ``pack_bits`` reads an operand with any strides (bool or uint8 bytes,
 nonzero is true) into C-contiguous words along k: A's rows, B's columns.
-The forward kernel (``cuda_src/forward_bits.cu``) then ANDs and ORs words,
-one instruction for 32 multiply-adds, and writes C as bool (and the first
-true k as the argmax), with no float copy of anything.  Both are catalogue
-kernels of the registry, compiled on first use and cached like the others;
-the packed words live in CuPy's memory pool for the duration of the call.
+The plain product runs on tensor cores where the GPU has the instruction
+for bits (sm_80 and later: ``cuda_src/forward_bits_mma.cu``, ``mma .and.popc``,
+32768 multiply-adds an instruction, which needs each line's words padded to
+a multiple of 8); elsewhere, and for the argmax (the first true k, which a
+count does not give), the kernel of ``cuda_src/forward_bits.cu`` ANDs and ORs
+words, one instruction for 32 multiply-adds.  C is written as bool, with no
+float copy of anything.  All are catalogue kernels of the registry, compiled
+on first use and cached like the others; the packed words live in CuPy's
+memory pool for the duration of the call.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...jit import KernelSpec, make_spec, tiers
+from ...jit.driver import compute_capability
 from ...jit.source import ELEMENTWISE_THREADS, tile_shape
 from .. import cupy_module
 from ..cuda_aux import fold_dims
@@ -25,6 +30,10 @@ from .plan import GRID_LIMIT, elementwise_grid
 
 #: ks per packed word on the GPU.
 WORD_BITS = 32
+#: Words of one tensor-core step (mma m16n8k256 on bits): the tensor kernel's lines are padded to a multiple.
+TENSOR_STEP_WORDS = 8
+#: The first compute capability with ``mma .b1 .and.popc`` (and cp.async, ldmatrix).
+TENSOR_CAPABILITY = 80
 
 
 def forward(a: Any, b: Any, out: Any, argmax_out: Any) -> None:
@@ -36,14 +45,18 @@ def forward(a: Any, b: Any, out: Any, argmax_out: Any) -> None:
     if argmax_out is not None and k >= 2**31:
         raise ValueError(f"argmax on the GPU supports K < 2**31, got K={k}")
     cupy = cupy_module()
+    device = out.device.id
+    tensor = argmax_out is None and k < 2**31 and compute_capability(device) >= TENSOR_CAPABILITY  # counts are int32
+    tile = "tensor" if tensor else "square"
     words = -(-k // WORD_BITS)
+    if tensor:
+        words = -(-words // TENSOR_STEP_WORDS) * TENSOR_STEP_WORDS  # pack_bits writes the pad words as 0
     a_words = cupy.empty((*a.shape[:-1], words), dtype=np.uint32)
     b_words = cupy.empty((*b.shape[:-2], b.shape[-1], words), dtype=np.uint32)
-    device = out.device.id
     pack_spec = make_spec("pack_bits", "and_or", "bool")
     _pack(a, a_words, -1, pack_spec, device)
     _pack(b, b_words, -2, pack_spec, device)
-    spec = make_spec("forward_argmax" if argmax_out is not None else "forward", "and_or", "bool")
+    spec = make_spec("forward_argmax" if argmax_out is not None else "forward", "and_or", "bool", tile=tile)
     arrays = [a_words, b_words, out] + ([] if argmax_out is None else [argmax_out])
     for (sa, sb, sc, *si), sub_batch in split_batches(out.shape[:-2], arrays):
         _product(spec, sa, sb, sc, si[0] if si else None, sub_batch, device)
