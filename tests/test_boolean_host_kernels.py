@@ -15,58 +15,29 @@ from __future__ import annotations
 
 import ctypes
 import re
-import shutil
-import subprocess
 from string import Template
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+import host_cuda
 from test_boolean import reference, truth
 from tropical_gemm.engines.cuda import boolean as cuda_boolean
 from tropical_gemm.jit.functors import functor
 from tropical_gemm.jit.source import ELEMENTWISE_THREADS, fragment, read_cuda_file, tile_shape
 from tropical_gemm.jit import make_spec
 
-SHIM = r"""
-#include <barrier>
-#include <thread>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __restrict__
-#define __shared__ static
-#define __align__(n) __attribute__((aligned(n)))
-#define __ffs(x) __builtin_ffs(x)
+SHIM = host_cuda.SHIM + r"""
 typedef long long i64;
 typedef unsigned long long u64;
-struct alignas(16) uint4 { unsigned x, y, z, w; };
-struct Dim { i64 x; };
-static thread_local Dim threadIdx = {0};
-static Dim blockIdx = {0}, blockDim = {0}, gridDim = {0};
-static std::barrier<>* block_barrier = nullptr;
-static void __syncthreads() { block_barrier->arrive_and_wait(); }
 __device__ __forceinline__ unsigned acc_or(unsigned acc, unsigned c) { return acc | c; }
 namespace tg {
 template <class SR> struct MulKind;
 template <class T> struct Limits;
 """
 
-LAUNCHER = r"""
-template <class F> static void launch(i64 grid, i64 block, F kernel) {
-  gridDim.x = grid; blockDim.x = block;
-  std::barrier<> barrier(block);
-  block_barrier = &barrier;
-  for (i64 b = 0; b < grid; ++b) {
-    blockIdx.x = b;
-    std::vector<std::thread> threads;
-    for (i64 t = 0; t < block; ++t) threads.emplace_back([t, &kernel] { threadIdx.x = t; kernel(); });
-    for (auto& thread : threads) thread.join();
-  }
-}
+LAUNCHER = host_cuda.LAUNCH + r"""
 extern "C" void launch_pack(i64 grid, i64 block, const unsigned char* X, unsigned* P, const i64* s) {
   launch(grid, block, [=] { pack(X, P, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
                                  s[12]); });
@@ -86,24 +57,14 @@ def _batch_struct() -> str:
 
 @pytest.fixture(scope="module")
 def host_launchers(tmp_path_factory) -> dict:
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no C++ compiler to build the kernels for the host")
     folder = tmp_path_factory.mktemp("bits")
     launchers = {}
     for argmax in (False, True):
         spec = make_spec("forward_argmax" if argmax else "forward", "and_or", "bool")
         kernels = (fragment(spec).replace(spec.name, "forward")
                    + Template(read_cuda_file("pack_bits.cu")).substitute(name="pack", threads=ELEMENTWISE_THREADS))
-        source = folder / f"bits_{argmax}.cpp"
-        source.write_text(SHIM + _batch_struct() + functor("and_or") + "\n}  // namespace tg\n" + kernels + LAUNCHER)
-        library = source.with_suffix(".so")
-        done = subprocess.run([compiler, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-o", str(library),
-                               str(source)], capture_output=True, text=True)
-        if done.returncode != 0 and "barrier" in done.stderr and "No such file" in done.stderr:
-            pytest.skip("the C++ compiler has no <barrier> (C++20)")
-        assert done.returncode == 0, done.stderr[-3000:]
-        launchers[argmax] = ctypes.CDLL(str(library))
+        source = SHIM + _batch_struct() + functor("and_or") + "\n}  // namespace tg\n" + kernels + LAUNCHER
+        launchers[argmax] = host_cuda.build_library(source, folder / f"bits_{argmax}")
     return launchers
 
 
