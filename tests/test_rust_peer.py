@@ -82,6 +82,29 @@ def test_without_the_source_the_peer_is_skipped_with_the_command_that_fetches_it
     assert peer.FETCH_COMMAND in str(caught.value)
 
 
+def test_throughput_records_the_skip_and_prints_it_with_the_targets(tmp_path, monkeypatch):
+    throughput = load_script("benchmarks", "throughput")
+    monkeypatch.setattr(throughput.rust_peer, "PEER_FOLDER", tmp_path / "absent")
+    rec = throughput.Recorder({"max_plus": {"float32": 50.0}}, 3.0)
+    crate = throughput.rust_crate(rec, quick=True)
+    assert rec.rows == [] and crate["fetch"] == peer.FETCH_COMMAND
+    report = {"ceilings_tops": {}, "bandwidth_tbs": {}, "rust_peer": crate, "results": rec.rows}
+    assert f"Rust crate kernel skipped: {crate['skipped']}" in throughput.table(report)
+
+
+def test_the_table_judges_our_speed_against_the_crate_and_flags_different_results():
+    throughput = load_script("benchmarks", "throughput")
+    rec = throughput.Recorder({"max_plus": {"float32": 50.0}}, 3.0)
+    for seconds, ratio, agrees in ((0.010, 1.5, True), (0.020, 1.2, False)):
+        rec.product("peer rust crate kernel 4096^3 f32 max_plus", seconds, 2 * 4096**3, op="peer", size=4096,
+                    ours_speedup=ratio, agrees=agrees, mismatches=0 if agrees else 3, target=("ours_speedup", 1.3))
+    lines = throughput.table({"ceilings_tops": {}, "bandwidth_tbs": {}, "rust_peer": {}, "results": rec.rows})
+    met, missed = lines[-3], lines[-2]
+    assert met.endswith("ours_speedup 1.5 >= 1.3: met")
+    assert missed.endswith("ours_speedup 1.2 >= 1.3: MISSED; RESULTS DIFFER in 3 entries")
+    assert lines[-1].startswith("targets met: 1 of 2")
+
+
 def test_only_the_named_instantiations_are_kept_and_a_missing_one_is_named():
     source = ("#define TROPICAL_GEMM_F32(NAME, INIT, CMP, OP) extern \"C\" __global__ void NAME() {}\n"
               "TROPICAL_GEMM_F32(tropical_maxplus_f32_nn, NEG_INF_F32, fmaxf, +)\n"
