@@ -5,7 +5,10 @@ The ceilings are measured first, on the same device, by ``ceilings.py``:
 register-only chains of each (semiring, dtype)'s own ⊗-then-⊕ instructions,
 and the copy bandwidth (the memory roofline of the shapes that move more
 than they compute).  Every product goes through ``tropical_gemm.matmul``;
-the peers are the broadcast idioms in torch and CuPy at the sizes they fit.
+the peers are the broadcast idioms in torch and CuPy at the sizes they fit,
+and the Rust crate tropical-gemm's own CUDA kernel on the same column-major
+operands as ours (``rust_peer.py``; skipped, saying how to fetch its source,
+where ``.peers/tropical-gemm/`` is absent).
 
     python benchmarks/throughput.py [--quick] [--out benchmarks/results]
 
@@ -26,12 +29,13 @@ import numpy as np
 import tropical_gemm as tg
 from ceilings import measure_bandwidth, measure_ceilings, time_gpu  # benchmarks/ is this script's own directory
 from results_file import commit, pyplot, save_figure, save_report
+import rust_peer
 
 DTYPES = ("float32", "float64", "int32", "int64")
 
 
-def random_operands(shape_a, shape_b, dtype, seed: int = 0):
-    """Fresh random operands, drawn on the host (no CuPy kernel is compiled for them) and uploaded."""
+def random_operands(shape_a, shape_b, dtype, seed: int = 0, order: str = "C"):
+    """Fresh random operands, drawn on the host (no CuPy kernel is compiled for them) and uploaded in ``order``."""
     import cupy as cp
 
     rng = np.random.default_rng(seed)
@@ -41,7 +45,7 @@ def random_operands(shape_a, shape_b, dtype, seed: int = 0):
             return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
         return rng.integers(-1000, 1000, shape, dtype=dtype)
 
-    return cp.asarray(draw(shape_a)), cp.asarray(draw(shape_b))
+    return cp.asarray(np.asarray(draw(shape_a), order=order)), cp.asarray(np.asarray(draw(shape_b), order=order))
 
 
 def bench_product(m, k, n, dtype="float32", semiring="max_plus", *, argmax=False, batch=(), graph=False) -> float:
@@ -111,7 +115,7 @@ class Recorder:
     def product(self, case: str, seconds: float, work: float, semiring: str = "max_plus", dtype: str = "float32",
                 target: "tuple[str, float] | None" = None, **extra) -> dict[str, object]:
         """``target``: (metric, bound), metric one of share (of the ceiling, ≥), tops (≥), of_plain (≥),
-        of_roofline (≥), of_forward (≤)."""
+        of_roofline (≥), ours_speedup (a peer's time over ours, ≥), of_forward (≤)."""
         tops = work / seconds / 1e12
         row = {"case": case, "seconds": seconds, "tops": tops, "semiring": semiring, "dtype": dtype,
                "share": tops / self.ceilings[semiring][dtype], **extra}
@@ -188,6 +192,26 @@ def backward_and_peers(rec: Recorder, quick: bool) -> None:
             rec.product(f"peer {name} {s}^3 f32 max_plus", t, 2 * s**3, op="peer", size=s, ours_speedup=t / ours)
 
 
+def rust_crate(rec: Recorder, quick: bool) -> dict[str, object]:
+    """Issue 32: ours and the Rust crate's CUDA kernel on the same column-major f32 operands; what was measured.
+
+    Ours goes through ``tg.matmul`` on the Fortran-order arrays as a user's
+    call would; the crate's kernel is launched as its host code launches it.
+    """
+    try:
+        peer = rust_peer.load(("float32",))
+    except rust_peer.PeerUnavailable as exc:
+        print(f"  Rust crate kernel skipped: {exc}", file=sys.stderr, flush=True)
+        return {"skipped": str(exc), "fetch": rust_peer.FETCH_COMMAND}
+    for s in ((2048, 4096) if quick else (2048, 4096, 8192)):
+        r = rust_peer.compare(peer, *random_operands((s, s), (s, s), "float32", order="F"))
+        rec.product(f"column-major {s}^3 f32 max_plus", r["ours_s"], 2 * s**3, size=s, op="forward", layout="F")
+        rec.product(f"peer rust crate kernel {s}^3 f32 max_plus", r["crate_s"], 2 * s**3, op="peer", size=s,
+                    layout="F", ours_speedup=r["ours_speedup"], agrees=r["agrees"], mismatches=r["mismatches"],
+                    target=("ours_speedup", 1.3) if s >= 4096 else None)
+    return peer.describe()
+
+
 def run(quick: bool) -> dict[str, object]:
     env = environment()
     print(f"device: {env['device']} ({env['arch']}), measuring ceilings...", file=sys.stderr, flush=True)
@@ -198,8 +222,9 @@ def run(quick: bool) -> dict[str, object]:
     semiring_grid(rec, 2048 if quick else 4096)
     shapes(rec)
     backward_and_peers(rec, quick)
+    crate = rust_crate(rec, quick)
     return {"environment": env, "command": "python benchmarks/throughput.py" + (" --quick" if quick else ""),
-            "ceilings_tops": ceilings, "bandwidth_tbs": bandwidth, "results": rec.rows}
+            "ceilings_tops": ceilings, "bandwidth_tbs": bandwidth, "rust_peer": crate, "results": rec.rows}
 
 
 def table(report: dict[str, object]) -> list[str]:
@@ -213,8 +238,12 @@ def table(report: dict[str, object]) -> list[str]:
     for r in report["results"]:
         verdict = (f"{r['metric']} {r[r['metric']]:.3g} {'<=' if r['metric'] == 'of_forward' else '>='} "
                    f"{r['target']}: {'met' if r['met'] else 'MISSED'}") if "target" in r else ""
-        peer = f"ours {r['ours_speedup']:.0f}x faster" if "ours_speedup" in r else ""
+        peer = f"ours {r['ours_speedup']:.3g}x as fast" if "ours_speedup" in r and "target" not in r else ""
+        if r.get("agrees") is False:
+            peer += f"; RESULTS DIFFER in {r['mismatches']} entries"
         lines.append(f"{r['case']:<46} {r['seconds'] * 1e3:9.3f} {r['tops']:8.2f} {r['share']:8.1%}  {verdict}{peer}")
+    if "skipped" in report.get("rust_peer", {}):
+        lines.append(f"Rust crate kernel skipped: {report['rust_peer']['skipped']}")
     missed = [r["case"] for r in report["results"] if r.get("met") is False]
     lines.append(f"targets met: {sum(1 for r in report['results'] if r.get('met'))} of "
                  f"{sum(1 for r in report['results'] if 'met' in r)}; missed: {', '.join(missed) or 'none'}")
