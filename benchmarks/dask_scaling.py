@@ -31,7 +31,9 @@ parts need them, so that only the moves a part is about are timed.
   cluster the graph is persisted as a user's ``persist()`` does, optimised
   (each chunk product fused with its synchronisation into one task) and
   placed by ``persist(workers=...)``; unoptimised, each of them is two
-  tasks, a scheduler round trip more, reported beside it.
+  tasks, a scheduler round trip more, reported beside it.  The round trip
+  of a one-element task on worker 0, persisted the same way, is the floor
+  any cluster call pays, whatever the product.
 
 A run is ``persist()`` of the graph, whose last task on each output block
 synchronises the worker's GPU (a chunk product returns once its kernels are
@@ -302,8 +304,13 @@ def moving_chunks(cluster: Cluster, size: int, k: int) -> dict[str, Any]:
 
 
 def cluster_overhead(cluster: Cluster, size: int) -> dict[str, float]:
-    """The overhead product on worker 0, with one chunk and with 2×2 chunks per operand, fused and not."""
-    out = {}
+    """The overhead product on worker 0, with one chunk and with 2×2 chunks per operand, fused and not.
+
+    And the cluster's round trip alone: a one-element chunk through the same graph shape.
+    """
+    tiny, _ = cluster.made([1], [1], lambda i, j: 0, seed=3)
+    out = {"cluster_round_trip_s": cluster.timings(tiny.map_blocks(synchronized, meta=tiny._meta),
+                                                   on_worker=0)[0]["seconds"]}
     for label, parts in (("cluster_1_chunk", 1), ("cluster_2x2", 2)):
         a, _ = cluster.made(cut(size, parts), cut(size, parts), lambda i, j: 0, seed=7)
         b, _ = cluster.made(cut(size, parts), cut(size, parts), lambda i, j: 0, seed=70)

@@ -1,8 +1,9 @@
-"""Try tile shapes and k-loop unroll factors for the square forward kernels and time each on this GPU.
+"""Try tile shapes, k-loop unroll factors and kernel designs for the square forward kernels on this GPU.
 
 Each candidate runs in a fresh process that swaps one entry of
 ``tropical_gemm.jit.source.TILE_SHAPES`` (or the preamble's ``TG_UNROLL``
-line) before its first kernel is built (both are part of the source, hence
+line, or ``source.PIPELINED_SQUARE``: the cp.async kernel against the
+register-staged one) before its first kernel is built (both are part of the source, hence
 of the cache key, so candidates never share a cache entry).  The winners go
 into ``TILE_SHAPES`` (or the preamble) by hand, with this script's JSON as
 the record.
@@ -21,12 +22,16 @@ from pathlib import Path
 
 #: (dtype, op, semiring, size, candidate shapes as bm, bn, bk, tm, tn, min_blocks)
 CANDIDATES = [
-    ("int64", "forward", "max_plus", 4096, [(64, 64, 8, 4, 4, 2), (64, 64, 16, 4, 4, 2)]),
+    ("float32", "forward", "max_plus", n, [(128, 128, 8, 8, 8, 2), (128, 256, 8, 8, 16, 1), (256, 128, 8, 16, 8, 1)])
+    for n in (4096, 8192)
 ]
 
 #: (dtype, op, semiring, size, k-loop unroll factors of the square kernel, TG_UNROLL in the preamble)
-UNROLLS = [("float32", "forward", "max_plus", 4096, [16, 8, 4]), ("int32", "forward", "max_plus", 4096, [16, 8, 4]),
-           ("float32", "forward_argmax", "max_plus", 4096, [16, 4])]
+UNROLLS: list = []
+
+#: (dtype, op, semiring, size, values of source.PIPELINED_SQUARE)
+PIPELINES = [("float32", "forward", "max_plus", n, [True, False]) for n in (2048, 4096, 8192)]
+PIPELINES += [("float64", "forward", "max_plus", 4096, [True, False])]
 
 CHILD = r"""
 import json, sys
@@ -35,6 +40,8 @@ cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
 if "shape" in cfg:
     source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
+if "pipelined" in cfg:
+    source.PIPELINED_SQUARE = cfg["pipelined"]
 if "unroll" in cfg:
     default = source.preamble
     source.preamble = lambda: default().replace("#define TG_UNROLL 4", "#define TG_UNROLL %d" % cfg["unroll"])
@@ -55,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                for d, o, s, n, shapes in CANDIDATES for shape in shapes]
     configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "unroll": u}
                 for d, o, s, n, unrolls in UNROLLS for u in unrolls]
+    configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "pipelined": p}
+                for d, o, s, n, choices in PIPELINES for p in choices]
     for cfg in configs:
         dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
         done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
@@ -62,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
             "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
         rows.append({**cfg, **result})
-        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(cfg.get('shape', cfg.get('unroll'))):28} "
+        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(cfg.get('shape', cfg.get('unroll', cfg.get('pipelined')))):28} "
               + (f"{result['tops']:6.2f} T ops/s" if "tops" in result else result["error"]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
