@@ -21,17 +21,14 @@ import sys
 from pathlib import Path
 
 #: (dtype, op, semiring, size, candidate shapes as bm, bn, bk, tm, tn, min_blocks)
-CANDIDATES = [
-    ("float32", "forward", "max_plus", n, [(128, 128, 8, 8, 8, 2), (128, 256, 8, 8, 16, 1), (256, 128, 8, 16, 8, 1)])
-    for n in (4096, 8192)
-]
+CANDIDATES = [("float32", "forward", "max_plus", 4096, [(128, 128, 8, 8, 8, 2)])]
 
 #: (dtype, op, semiring, size, k-loop unroll factors of the square kernel, TG_UNROLL in the preamble)
 UNROLLS: list = []
 
-#: (dtype, op, semiring, size, values of source.PIPELINED_SQUARE)
-PIPELINES = [("float32", "forward", "max_plus", n, [True, False]) for n in (2048, 4096, 8192)]
-PIPELINES += [("float64", "forward", "max_plus", 4096, [True, False])]
+#: (dtype, op, semiring, size, values of source.PIPELINED_SQUARE, operand order: "C" row-major, "F" column-major)
+PIPELINES = [("float32", "forward", "max_plus", n, [True, False], order) for n in (4096, 8192) for order in "CF"]
+PIPELINES += [("float64", "forward", "max_plus", 4096, [True, False], order) for order in "CF"]
 
 CHILD = r"""
 import json, sys
@@ -48,7 +45,8 @@ if "unroll" in cfg:
 sys.path.insert(0, "benchmarks")
 from throughput import bench_product
 s = cfg["size"]
-seconds = bench_product(s, s, s, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax")
+seconds = bench_product(s, s, s, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax",
+                        order=cfg.get("order", "C"))
 print(json.dumps({"seconds": seconds, "tops": 2 * s**3 / seconds / 1e12}))
 """
 
@@ -62,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                for d, o, s, n, shapes in CANDIDATES for shape in shapes]
     configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "unroll": u}
                 for d, o, s, n, unrolls in UNROLLS for u in unrolls]
-    configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "pipelined": p}
-                for d, o, s, n, choices in PIPELINES for p in choices]
+    configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "pipelined": p, "order": order}
+                for d, o, s, n, choices, order in PIPELINES for p in choices]
     for cfg in configs:
         dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
         done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
@@ -71,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
             "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
         rows.append({**cfg, **result})
-        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(cfg.get('shape', cfg.get('unroll', cfg.get('pipelined')))):28} "
+        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(cfg.get('shape', cfg.get('unroll', cfg.get('pipelined')))) + ' ' + cfg.get('order', ''):28} "
               + (f"{result['tops']:6.2f} T ops/s" if "tops" in result else result["error"]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -52,10 +52,12 @@ __device__ __forceinline__ void copies_landed() {
 // One operand's BK-deep slice in shared memory.  LINE_K: k is the operand's
 // contiguous axis (A row-major, B column-major), so the slice is kept as
 // [line][k] and a thread reads KG consecutive ks of one of its lines at once;
-// otherwise as [k][line], read V consecutive lines of one k at once (V: 16
-// bytes of T).  Rows are padded by V so that 16-byte copies stay aligned and
-// the reads of a warp fall in distinct banks.  A thread's TL lines are TL / V
-// runs of V, BL / (TL / V) apart (the square kernel's row_of / col_of).
+// its TL lines are then LINES / TL apart, so that the 8 threads of a 16-byte
+// read phase read 8 consecutive rows, which the padding puts in distinct
+// banks.  Otherwise the slice is kept as [k][line], read V consecutive lines
+// of one k at once (V: 16 bytes of T), and a thread's TL lines are TL / V
+// runs of V, LINES / (TL / V) apart (the square kernel's row_of / col_of).
+// Rows are padded by V, which keeps 16-byte copies aligned.
 template <class T, bool LINE_K, int LINES, int BK, int TL, int THREADS, int KG>
 struct StagedOperand {
   static constexpr int V = 16 / (int)sizeof(T);
@@ -66,7 +68,9 @@ struct StagedOperand {
   static_assert(KG * sizeof(T) == 8 || KG * sizeof(T) == 16, "a line's KG ks are one 8- or 16-byte read");
   typedef T Tile[ROWS][COLS];
 
-  __device__ static int line_of(int i, int t) { return (i / V) * (LINES / RUNS) + t * V + (i % V); }
+  __device__ static int line_of(int i, int t) {
+    return LINE_K ? t + i * (LINES / TL) : (i / V) * (LINES / RUNS) + t * V + (i % V);
+  }
 
   // Where this thread's copies of a slice start, set once per output tile: all 64-bit address arithmetic
   // happens there, and each slice only bumps the pointer (the square kernel's TileLoader does the same).
