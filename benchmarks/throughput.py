@@ -48,9 +48,8 @@ def random_operands(shape_a, shape_b, dtype, seed: int = 0, order: str = "C"):
     return cp.asarray(np.asarray(draw(shape_a), order=order)), cp.asarray(np.asarray(draw(shape_b), order=order))
 
 
-def bench_product(m, k, n, dtype="float32", semiring="max_plus", *, argmax=False, batch=(), graph=False,
-                  order="C") -> float:
-    a, b = random_operands((*batch, m, k), (*batch, k, n), dtype, order=order)
+def bench_product(m, k, n, dtype="float32", semiring="max_plus", *, argmax=False, batch=(), graph=False) -> float:
+    a, b = random_operands((*batch, m, k), (*batch, k, n), dtype)
     out = tg.matmul(a, b, semiring, argmax=argmax)
     work = 2.0 * m * n * k * int(np.prod(batch or (1,)))
     reps = max(1, min(50, int(2e11 / max(work, 1))))

@@ -1,9 +1,8 @@
-"""Try tile shapes, k-loop unroll factors and kernel designs for the square forward kernels on this GPU.
+"""Try tile shapes and k-loop unroll factors for the square forward kernels and time each on this GPU.
 
 Each candidate runs in a fresh process that swaps one entry of
 ``tropical_gemm.jit.source.TILE_SHAPES`` (or the preamble's ``TG_UNROLL``
-line, or ``source.PIPELINED_SQUARE``: the cp.async kernel against the
-register-staged one) before its first kernel is built (both are part of the source, hence
+line) before its first kernel is built (both are part of the source, hence
 of the cache key, so candidates never share a cache entry).  The winners go
 into ``TILE_SHAPES`` (or the preamble) by hand, with this script's JSON as
 the record.
@@ -21,14 +20,13 @@ import sys
 from pathlib import Path
 
 #: (dtype, op, semiring, size, candidate shapes as bm, bn, bk, tm, tn, min_blocks)
-CANDIDATES = [("float32", "forward", "max_plus", 4096, [(128, 128, 8, 8, 8, 2)])]
+CANDIDATES = [
+    ("int64", "forward", "max_plus", 4096, [(64, 64, 8, 4, 4, 2), (64, 64, 16, 4, 4, 2)]),
+]
 
 #: (dtype, op, semiring, size, k-loop unroll factors of the square kernel, TG_UNROLL in the preamble)
-UNROLLS: list = []
-
-#: (dtype, op, semiring, size, values of source.PIPELINED_SQUARE, operand order: "C" row-major, "F" column-major)
-PIPELINES = [("float32", "forward", "max_plus", n, [True, False], order) for n in (4096, 8192) for order in "CF"]
-PIPELINES += [("float64", "forward", "max_plus", 4096, [True, False], order) for order in "CF"]
+UNROLLS = [("float32", "forward", "max_plus", 4096, [16, 8, 4]), ("int32", "forward", "max_plus", 4096, [16, 8, 4]),
+           ("float32", "forward_argmax", "max_plus", 4096, [16, 4])]
 
 CHILD = r"""
 import json, sys
@@ -37,16 +35,13 @@ cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
 if "shape" in cfg:
     source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
-if "pipelined" in cfg:
-    source.PIPELINED_SQUARE = cfg["pipelined"]
 if "unroll" in cfg:
     default = source.preamble
     source.preamble = lambda: default().replace("#define TG_UNROLL 4", "#define TG_UNROLL %d" % cfg["unroll"])
 sys.path.insert(0, "benchmarks")
 from throughput import bench_product
 s = cfg["size"]
-seconds = bench_product(s, s, s, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax",
-                        order=cfg.get("order", "C"))
+seconds = bench_product(s, s, s, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax")
 print(json.dumps({"seconds": seconds, "tops": 2 * s**3 / seconds / 1e12}))
 """
 
@@ -60,8 +55,6 @@ def main(argv: list[str] | None = None) -> int:
                for d, o, s, n, shapes in CANDIDATES for shape in shapes]
     configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "unroll": u}
                 for d, o, s, n, unrolls in UNROLLS for u in unrolls]
-    configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "pipelined": p, "order": order}
-                for d, o, s, n, choices, order in PIPELINES for p in choices]
     for cfg in configs:
         dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
         done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
@@ -69,11 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
             "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
         rows.append({**cfg, **result})
-        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(cfg.get('shape', cfg.get('unroll', cfg.get('pipelined')))) + ' ' + cfg.get('order', ''):28} "
+        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(cfg.get('shape', cfg.get('unroll'))):28} "
               + (f"{result['tops']:6.2f} T ops/s" if "tops" in result else result["error"]), flush=True)
+    from throughput import environment  # benchmarks/ is this script's own directory
+
     args.out.mkdir(parents=True, exist_ok=True)
     date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    (args.out / f"tune-tiles-{date[:10]}.json").write_text(json.dumps({"date": date, "results": rows}, indent=2))
+    report = {"environment": environment(), "date": date, "results": rows}
+    (args.out / f"tune-tiles-{date[:10]}.json").write_text(json.dumps(report, indent=2))
     return 0
 
 

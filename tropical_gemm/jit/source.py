@@ -19,7 +19,7 @@ from string import Template
 from typing import NamedTuple
 
 from ..semirings import CATALOGUE, COUNT_NEGATIVE, COUNT_OVERFLOW, get_counting_semiring, get_semiring
-from .functors import device_type, functor, functors_header, needs_exact_path
+from .functors import device_type, functor, functors_header
 from .spec import BOOLEAN_DTYPE, CAST_OPS, COUNT_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "bool": "unsigned char"}
@@ -28,8 +28,8 @@ _SEMIRING_TYPES = {s.name: device_type(s) for s in CATALOGUE}
 
 #: The program's headers, in order; "semirings.cuh" is generated (``functors.py``), the rest are
 #: files of ``cuda_src/`` (``preamble.cuh`` has the map of what each holds).
-HEADERS: tuple[str, ...] = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh", "pipelined.cuh",
-                            "skinny.cuh", "thin.cuh", "backward.cuh")
+HEADERS: tuple[str, ...] = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh", "skinny.cuh",
+                            "thin.cuh", "backward.cuh")
 GENERATED_HEADER = "semirings.cuh"
 
 
@@ -123,21 +123,6 @@ _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu
                       "vector": "forward_skinny.cu", "thin": "forward_thin.cu",
                       "baseline": "forward_baseline.cu"}
 
-#: Whether the square family's plain forward kernels without the exact integer path copy their slices by
-#: cp.async (pipelined.cuh); benchmarks/tune_tiles.py turns it off in a child process to compare.
-PIPELINED_SQUARE = True
-
-
-def _forward_template(spec: KernelSpec) -> str:
-    """The fragment of a forward spec: by tile family, and for the square family by what the kernel needs."""
-    if spec.dtype == BOOLEAN_DTYPE:
-        return _BOOLEAN_TEMPLATES[spec.tile]
-    if (PIPELINED_SQUARE and spec.tile == "square" and spec.op == "forward"
-            and not needs_exact_path(spec.semiring, spec.dtype)):
-        return "forward_pipelined.cu"
-    return _FORWARD_TEMPLATES[spec.tile]
-
-
 #: The boolean semiring's forward fragment of each of its tiles (``spec.BOOLEAN_TILES``).
 _BOOLEAN_TEMPLATES = {"square": "forward_bits.cu", "tensor": "forward_bits_mma.cu"}
 
@@ -207,7 +192,8 @@ def fragment(spec: KernelSpec) -> str:
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
             min_blocks=shape.min_blocks, unroll=shape.unroll or "TG_UNROLL",
         )
-        template = read_cuda_file(_forward_template(spec))
+        template = read_cuda_file(_BOOLEAN_TEMPLATES[spec.tile] if spec.dtype == BOOLEAN_DTYPE
+                                  else _FORWARD_TEMPLATES[spec.tile])
     else:
         values.update(threads=ELEMENTWISE_THREADS)
         if spec.op in ORDERED_BACKWARD_OPS:
