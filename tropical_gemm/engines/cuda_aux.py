@@ -22,6 +22,7 @@ from . import cupy_module
 from ..dtypes import dtype_name
 from ..jit import KernelSpec, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS
+from .cuda.batching import fold_dims
 from .cuda.plan import FORWARD_SCALARS, Plan, elementwise_grid
 
 #: Dims a gather indexes (``cuda_src/gather.cu``); arrays with more (after folding) are gathered a
@@ -131,26 +132,3 @@ def gather_scalars(shape: tuple[int, ...], strides: tuple[int, ...]) -> "tuple[i
         return None
     pad = GATHER_DIMS - len(sizes)
     return (math.prod(shape), len(sizes), *((1,) * pad + sizes), *((0,) * pad + steps))
-
-
-def fold_dims(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The same elements in the same row-major order with fewer dims: size-1 dims dropped, runs merged.
-
-    Examples:
-        >>> fold_dims((2, 1, 3, 4), (12, 12, 4, 1))
-        ((24,), (1,))
-        >>> fold_dims((3, 4), (1, 3))        # a transposed view stays two dims
-        ((3, 4), (1, 3))
-    """
-    sizes: list[int] = []
-    steps: list[int] = []
-    for size, stride in zip(shape, strides):
-        if size == 1:
-            continue
-        if sizes and steps[-1] == stride * size:
-            sizes[-1] *= size
-            steps[-1] = stride
-            continue
-        sizes.append(size)
-        steps.append(stride)
-    return tuple(sizes), tuple(steps)
