@@ -132,7 +132,8 @@ _OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_
 
 #: A gather's target type where it is not its source's: int32 argmaxes, and C++'s ``bool`` for truth values,
 #: whose conversion writes every nonzero byte as 1 (so the and_or einsum reads uint8 operands through it).
-_GATHER_TARGETS = {("gather_index", "int32"): "int", ("gather_index", "int64"): "int", ("gather", BOOLEAN_DTYPE): "bool"}
+_GATHER_TARGETS = {("gather_index", "int32"): "int", ("gather_index", "int64"): "int",
+                   ("gather", BOOLEAN_DTYPE): "bool"}
 
 #: Threads per block of the one-thread-per-element kernels (argmax resolve, gradient scatters).
 ELEMENTWISE_THREADS = 256
