@@ -259,19 +259,11 @@ def test_einsum_reads_uint8_as_truth_values():
     np.testing.assert_array_equal(tg.einsum("ij->i", a, semiring="and_or"), a.any(axis=1))
 
 
-@pytest.mark.gpu
-def test_einsum_on_the_gpu_is_a_clear_error():
-    import cupy
-
-    with pytest.raises(TypeError, match="einsum over the and_or semiring takes numpy arrays"):
-        tg.einsum("ij,jk->ik", cupy.ones((2, 3), bool), cupy.ones((3, 2), bool), semiring="and_or")
-
-
 def test_torch_and_dask_operands_are_a_clear_error():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="not torch tensors"):
         tg.matmul(torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool), "and_or")
-    with pytest.raises(TypeError, match=r"and_or semiring takes numpy arrays, not torch tensors; pass t.numpy\(\)"):
+    with pytest.raises(TypeError, match=r"takes numpy or cupy arrays, not torch tensors; pass t.numpy\(\)"):
         tg.einsum("ij,jk->ik", torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool),
                   semiring="and_or")  # it pointed to tg.matmul, which refuses tensors too
     dask_array = pytest.importorskip("dask.array")

@@ -7,8 +7,10 @@ our lock, stats, warm-up and AOT bundles).  So nothing on a product path
 calls them: the split-K ⊕ with its argmax, Dask's merge of two partial
 products, the K = 0 result and the copies the backward needs are the
 ``combine``, ``merge``, ``fill``, ``gather``/``gather_index`` and
-``argmax_offset`` kernels of the catalogue.  Each takes contiguous buffers
-(the gathers: any strides), one thread per element, on CuPy's current stream.
+``argmax_offset`` kernels of the catalogue (the gathers also copy bool, and
+make truth values of uint8: ``truth_values``).  Each takes contiguous
+buffers (the gathers: any strides), one thread per element, on CuPy's
+current stream.
 """
 
 from __future__ import annotations
@@ -96,6 +98,21 @@ def contiguous(x: Any, *, index: bool = False) -> Any:
     out = cupy_module().empty(x.shape, np.int32 if index else x.dtype)
     if x.size:
         _gather(x, out, make_spec("gather_index" if index else "gather", "max_plus", dtype_name(x.dtype)))
+    return out
+
+
+def truth_values(x: Any) -> Any:
+    """A C-contiguous bool copy of a bool or uint8 array, every nonzero byte written as 1 (True).
+
+    For the and_or einsum's uint8 operands: its reductions, copies and
+    configuration walk compare truth values as bytes, so they read only 0
+    and 1.  The copy is the bool ``gather``, whose conversion to C++'s
+    ``bool`` normalises each byte.
+    """
+    with x.device:
+        out = cupy_module().empty(x.shape, np.bool_)
+        if x.size:
+            _gather(x, out, make_spec("gather", "and_or", dtype_name(out.dtype)))
     return out
 
 
