@@ -104,3 +104,19 @@ def test_walk_survives_several_unwon_labels_indexing_one_step():
                               return_configuration=True)
     assert (value == -np.inf).all() and set(config) == {"j", "m", "k"}
     assert all((c == -1).all() for c in config.values())
+
+
+@pytest.mark.parametrize("semiring", ["max_plus", "and_or"])
+def test_an_empty_contraction_after_an_empty_step_reads_no_argmax(semiring):
+    """ij,jk -> ik (k of size 0: an empty argmax), then ik,kl -> il over that empty k: every label is -1.
+
+    The host walk went on to read the first step's empty argmax and raised
+    IndexError ("cannot do a non-empty take from an empty axes").
+    """
+    ops = [np.ones((2, 3)), np.ones((3, 0)), np.ones((0, 5))]
+    if semiring == "and_or":
+        ops = [x.astype(bool) for x in ops]
+    value, config = tg.einsum("ij,jk,kl->il", *ops, semiring=semiring, optimize=[(0, 1), (0, 1)],
+                              return_configuration=True)
+    assert (value == tg.get_semiring(semiring).zero(value.dtype)).all() and value.shape == (2, 5)
+    assert set(config) == {"j", "k"} and all((c == -1).all() and c.shape == (2, 5) for c in config.values())

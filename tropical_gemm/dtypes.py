@@ -153,6 +153,11 @@ def argmax_dtype(k: int) -> np.dtype:
     return INDEX_DTYPES[0] if k < 2**31 else INDEX_DTYPES[1]
 
 
+#: The kernels' dtype names: the supported dtypes', and bool, the boolean semiring's (its einsum's copies,
+#: reductions and walk on the GPU).
+_KERNEL_NAMES: dict[np.dtype, str] = {**_SUPPORTED, _BOOL: "bool"}
+
+
 def dtype_name(dtype: np.dtype) -> str:
-    """The name of a supported dtype, without numpy's per-call string formatting."""
-    return _SUPPORTED[dtype]
+    """The kernels' name of a supported dtype or bool, without numpy's per-call string formatting."""
+    return _KERNEL_NAMES[dtype]

@@ -47,7 +47,10 @@ def _library(x: object) -> str:
 def _check_operands(operands: list[Any], sr: Semiring) -> tuple[str, list[Any]]:
     """One array library and one supported dtype for all operands, or an error naming both.
 
-    The boolean semiring takes truth values (bool, uint8), on the CPU engine only for now.
+    The boolean semiring takes truth values (bool, uint8) as numpy or cupy
+    arrays, and its steps read bools: uint8 operands become bool here, on the
+    GPU by the registry's bool ``gather`` (``cuda_aux.truth_values``), never
+    a CuPy comparison kernel.  torch tensors take no and_or anywhere.
     """
     if not operands:
         raise ValueError("einsum needs at least one operand")
@@ -66,14 +69,11 @@ def _check_operands(operands: list[Any], sr: Semiring) -> tuple[str, list[Any]]:
     dtypes = [x.dtype for x in operands]
     if sr.boolean:
         if kind == "torch":  # tensors take no and_or anywhere: matmul refuses them too
-            raise TypeError("einsum over the and_or semiring takes numpy arrays, not torch tensors; "
-                            "pass t.numpy() (t.cpu().numpy() for a CUDA tensor)")
-        if kind != "cpu":
-            raise TypeError(f"einsum over the and_or semiring takes numpy arrays, got {kind} ones; "
-                            "copy them to the host, or use tropical_gemm.matmul, which runs and_or on the GPU")
+            raise TypeError("einsum over the and_or semiring takes numpy or cupy arrays, not torch tensors; pass "
+                            "t.numpy() (t.cpu().numpy() for a CUDA tensor, or cupy.asarray(t) to stay on the GPU)")
         for dtype in dtypes:
             truth_dtype(dtype, dtype)
-        return kind, [x if x.dtype == np.bool_ else x != 0 for x in operands]  # each step's rule reads bools
+        return kind, [x if x.dtype == np.bool_ else _truth_values(kind, x) for x in operands]
     if kind == "torch":
         _check_torch_dtype(dtypes[0])
     else:
@@ -83,6 +83,15 @@ def _check_operands(operands: list[Any], sr: Semiring) -> tuple[str, list[Any]]:
         cast = "x.to(...)" if kind == "torch" else "x.astype(...)"
         raise TypeError(f"einsum operands have different dtypes ({listed}); cast them to one, e.g. {cast}")
     return kind, operands
+
+
+def _truth_values(kind: str, x: Any) -> Any:
+    """A uint8 operand as bools (nonzero is true): each step's rule, and the result, read bools."""
+    if kind == "cpu":
+        return x != 0
+    from ..engines.cuda_aux import truth_values
+
+    return truth_values(x)
 
 
 def _check_torch_dtype(dtype: Any) -> None:
@@ -213,7 +222,9 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     The counting semirings (``count_max_plus``, ``count_min_plus``) take
     each operand as a tuple ``(values, counts)`` of numpy or cupy arrays and
     return such a pair: the optimum and how many terms reach it (for
-    example the number of maximum independent sets of a graph).
+    example the number of maximum independent sets of a graph).  The
+    boolean semiring ``and_or`` takes bool (or uint8, nonzero is true) numpy
+    or cupy arrays and returns bool.
 
     With ``return_configuration=True`` it returns ``(result, configuration)``:
     ``configuration[index]`` is an int32 array (int64 for an index of 2**31

@@ -94,10 +94,11 @@ def walk(plan: Plan, parsed: Parsed, argmaxes: list["np.ndarray | None"], is_zer
         labels = _chosen(step)
         if not labels:
             continue
-        if 0 in step.k_sizes:  # an empty contraction: every element is the zero, nothing won
+        if 0 in step.k_sizes:
+            # an empty contraction: every element is the zero and nothing won; an earlier step's argmax may
+            # be empty (a result over this empty range), so no further step is read
             all_dead = True
-            known.update({lab: np.zeros((1,) * len(shape), dtype=np.int64) for lab in labels})
-            continue
+            break
         flat = _read(np.asarray(idx), step.result, known, output)
         maybe_dead.append(flat)
         if len(labels) == 1:

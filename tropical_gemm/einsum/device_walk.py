@@ -43,6 +43,8 @@ from .plan import Plan
 
 #: int64 entries before the table's per-axis part: rank, steps, labels, all_dead, check_zero, config_wide.
 HEADER = 6
+#: The result dtypes the kernel reads: the engines', and the boolean semiring's bool (its zero is False).
+WALK_DTYPES: tuple[str, ...] = (*ENGINE_DTYPES, "bool")
 
 
 
@@ -161,7 +163,7 @@ def _walk_cupy(walk: WalkPlan, plan: Plan, argmaxes: list[Any], result: Any, sem
                ) -> "dict[Any, Any] | None":
     import cupy
 
-    if result.dtype.name not in ENGINE_DTYPES:
+    if result.dtype.name not in WALK_DTYPES:
         return None
     used = [argmaxes[s.index] for s in walk.steps]
     if not all(idx.flags.c_contiguous and idx.dtype in (np.int32, np.int64) for idx in used):

@@ -15,9 +15,10 @@ blocks (the arena and the result's) and queues every launch on CuPy's
 current stream; CuPy compiles nothing.
 
 Signatures that addresses cannot serve (no steps, a size 0, float16 and
-bfloat16, an argmax of 64 bits, a copy of more dims than a gather indexes,
-runs of a GiB or more, which take the array path's memory checks) are
-cached as None and run on the array path (``lower.execute``).
+bfloat16, the boolean semiring, whose products pack their operands into
+words first, an argmax of 64 bits, a copy of more dims than a gather
+indexes, runs of a GiB or more, which take the array path's memory checks)
+are cached as None and run on the array path (``lower.execute``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 
 from ..dtypes import dtype_name, is_half
 from ..engines import cupy_module
-from ..semirings import Semiring
+from ..semirings import Semiring, get_semiring
 from . import program as prog
 from .lower import permuted, reduce_launch
 from .parse import Parsed
@@ -102,7 +103,7 @@ def _launch(replay: Replay, bases: list[int]) -> tuple[Any, list[Any]]:
 def prepared(parsed: Parsed, optimize: Hashable, byte_strides: tuple[tuple[int, ...], ...], dtype: np.dtype,
              semiring: str, want_argmax: bool, device: int) -> Replay | None:
     """The ``Replay`` of one call signature (strides in bytes, as cupy reports them), or None; cached."""
-    if is_half(dtype):
+    if is_half(dtype) or get_semiring(semiring).boolean:  # the engine packs and_or's operands per call
         return None
     plan = make_plan(parsed, optimize)
     itemsize = dtype.itemsize

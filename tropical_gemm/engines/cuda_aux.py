@@ -7,8 +7,10 @@ our lock, stats, warm-up and AOT bundles).  So nothing on a product path
 calls them: the split-K ⊕ with its argmax, Dask's merge of two partial
 products, the K = 0 result and the copies the backward needs are the
 ``combine``, ``merge``, ``fill``, ``gather``/``gather_index`` and
-``argmax_offset`` kernels of the catalogue.  Each takes contiguous buffers
-(the gathers: any strides), one thread per element, on CuPy's current stream.
+``argmax_offset`` kernels of the catalogue (the gathers also copy bool, and
+make truth values of uint8: ``truth_values``).  Each takes contiguous
+buffers (the gathers: any strides), one thread per element, on CuPy's
+current stream.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from . import cupy_module
 from ..dtypes import dtype_name
 from ..jit import KernelSpec, make_spec, tiers
 from ..jit.source import ELEMENTWISE_THREADS
+from .cuda.batching import fold_dims
 from .cuda.plan import FORWARD_SCALARS, Plan, elementwise_grid
 
 #: Dims a gather indexes (``cuda_src/gather.cu``); arrays with more (after folding) are gathered a
@@ -98,6 +101,21 @@ def contiguous(x: Any, *, index: bool = False) -> Any:
     return out
 
 
+def truth_values(x: Any) -> Any:
+    """A C-contiguous bool copy of a bool or uint8 array, every nonzero byte written as 1 (True).
+
+    For the and_or einsum's uint8 operands: its reductions, copies and
+    configuration walk compare truth values as bytes, so they read only 0
+    and 1.  The copy is the bool ``gather``, whose conversion to C++'s
+    ``bool`` normalises each byte.
+    """
+    with x.device:
+        out = cupy_module().empty(x.shape, np.bool_)
+        if x.size:
+            _gather(x, out, make_spec("gather", "and_or", dtype_name(out.dtype)))
+    return out
+
+
 def _gather(x: Any, out: Any, spec: KernelSpec) -> None:
     scalars = gather_scalars(x.shape, tuple(s // x.itemsize for s in x.strides))
     if scalars is None:
@@ -131,26 +149,3 @@ def gather_scalars(shape: tuple[int, ...], strides: tuple[int, ...]) -> "tuple[i
         return None
     pad = GATHER_DIMS - len(sizes)
     return (math.prod(shape), len(sizes), *((1,) * pad + sizes), *((0,) * pad + steps))
-
-
-def fold_dims(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The same elements in the same row-major order with fewer dims: size-1 dims dropped, runs merged.
-
-    Examples:
-        >>> fold_dims((2, 1, 3, 4), (12, 12, 4, 1))
-        ((24,), (1,))
-        >>> fold_dims((3, 4), (1, 3))        # a transposed view stays two dims
-        ((3, 4), (1, 3))
-    """
-    sizes: list[int] = []
-    steps: list[int] = []
-    for size, stride in zip(shape, strides):
-        if size == 1:
-            continue
-        if sizes and steps[-1] == stride * size:
-            sizes[-1] *= size
-            steps[-1] = stride
-            continue
-        sizes.append(size)
-        steps.append(stride)
-    return tuple(sizes), tuple(steps)

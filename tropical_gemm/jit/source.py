@@ -130,6 +130,11 @@ _BOOLEAN_TEMPLATES = {"square": "forward_bits.cu", "tensor": "forward_bits_mma.c
 _OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_b": "backward_ordered.cu",
                  "combine": "split_k_combine.cu", "combine_resolve": "split_k_combine.cu", "gather_index": "gather.cu"}
 
+#: A gather's target type where it is not its source's: int32 argmaxes, and C++'s ``bool`` for truth values,
+#: whose conversion writes every nonzero byte as 1 (so the and_or einsum reads uint8 operands through it).
+_GATHER_TARGETS = {("gather_index", "int32"): "int", ("gather_index", "int64"): "int",
+                   ("gather", BOOLEAN_DTYPE): "bool"}
+
 #: Threads per block of the one-thread-per-element kernels (argmax resolve, gradient scatters).
 ELEMENTWISE_THREADS = 256
 
@@ -202,7 +207,7 @@ def fragment(spec: KernelSpec) -> str:
         if spec.op in ("combine", "combine_resolve"):
             values.update(resolve="true" if spec.op == "combine_resolve" else "false")
         if spec.op in ("gather", "gather_index"):
-            values.update(S=_C_TYPES[spec.dtype], D="int" if spec.op == "gather_index" else _C_TYPES[spec.dtype])
+            values.update(S=_C_TYPES[spec.dtype], D=_GATHER_TARGETS.get((spec.op, spec.dtype), _C_TYPES[spec.dtype]))
         template = read_cuda_file(_OP_TEMPLATES.get(spec.op, f"{spec.op}.cu"))
     return Template(template).substitute(values)
 

@@ -41,7 +41,8 @@ float32, ``narrow`` float32 to float16 rounding to nearest even), which take
 no semiring; the product of the counting semirings (``count_forward``:
 values and their int64 counts, batched, any strides), which takes only
 those; and the boolean semiring's packing of truth values into 32-bit
-words along k (``pack_bits``), which its forward kernels read.
+words along k (``pack_bits``), which its forward kernels read (its einsum
+also takes ``reduce``, ``gather`` and ``walk`` of dtype bool).
 
 Examples:
     >>> from tropical_gemm.jit import OPS
@@ -51,7 +52,8 @@ Examples:
 FORWARD_OPS: tuple[str, ...] = ("forward", "forward_argmax")
 ORDERED_BACKWARD_OPS: tuple[str, ...] = ("backward_ordered_a", "backward_ordered_b")
 BACKWARD_OPS: tuple[str, ...] = ("backward", *ORDERED_BACKWARD_OPS)
-#: Ops whose kernel does not depend on the semiring: their specs carry max_plus and their names omit it.
+#: Ops whose kernel does not depend on the semiring: their specs carry max_plus (those of dtype bool, and_or,
+#: the one semiring of truth values) and their names omit it.
 SEMIRING_FREE_OPS: tuple[str, ...] = ("gather", "gather_index", "transpose", "argmax_offset", "walk")
 #: Ops defined for some dtypes only (the rest take every supported dtype, backward ops the float ones).
 _OP_DTYPES: dict[str, tuple[str, ...]] = {"gather_index": ("int32", "int64"), "argmax_offset": ("int32",)}
@@ -82,8 +84,10 @@ TUNED_TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin")
 #: The boolean semiring's (``and_or``) kernels, and their one dtype: truth values, one byte each.  Its
 #: forward kernels read bit-packed operands, so they have one layout (named "rr").  Tiles: "square", the
 #: integer pipe's AND/OR on words (every GPU; the argmax's only one), and "tensor", tensor cores on bits
-#: (``mma .and.popc``, sm_80 and later), the plain product's kernel where the GPU has them.
-BOOLEAN_OPS: tuple[str, ...] = ("forward", "forward_argmax", "pack_bits")
+#: (``mma .and.popc``, sm_80 and later), the plain product's kernel where the GPU has them.  Einsum's
+#: ``reduce`` (OR of a row, its first true k), ``gather`` (a strided copy that writes each byte as 0 or 1,
+#: so it also reads uint8 as truth values) and ``walk`` serve its steps and configuration on the GPU.
+BOOLEAN_OPS: tuple[str, ...] = ("forward", "forward_argmax", "pack_bits", "reduce", "gather", "walk")
 BOOLEAN_DTYPE = "bool"
 BOOLEAN_TILES: dict[str, tuple[str, ...]] = {"forward": ("square", "tensor"), "forward_argmax": ("square",)}
 
@@ -165,6 +169,8 @@ def make_spec(
         return KernelSpec(op, get_counting_semiring(semiring).name, dtype)
     if op == "pack_bits" or get_semiring(semiring).boolean:
         return _boolean_spec(op, semiring, dtype, tile)
+    if op in SEMIRING_FREE_OPS and dtype == BOOLEAN_DTYPE:  # the semiring is ignored: truth values' are and_or's
+        return _boolean_spec(op, "and_or", dtype, tile)
     _check("dtype", dtype, SUPPORTED_DTYPES)
     _check("a_layout", a_layout, LAYOUTS)
     _check("b_layout", b_layout, LAYOUTS)

@@ -22,6 +22,30 @@ def element_strides(x: Any) -> tuple[int, ...]:
     return tuple(s // x.itemsize for s in x.strides)
 
 
+def fold_dims(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The same elements in the same row-major order with fewer dims: size-1 dims dropped, runs merged.
+
+    Examples:
+        >>> from tropical_gemm.engines.cuda.batching import fold_dims
+        >>> fold_dims((2, 1, 3, 4), (12, 12, 4, 1))
+        ((24,), (1,))
+        >>> fold_dims((3, 4), (1, 3))        # a transposed view stays two dims
+        ((3, 4), (1, 3))
+    """
+    sizes: list[int] = []
+    steps: list[int] = []
+    for size, stride in zip(shape, strides):
+        if size == 1:
+            continue
+        if sizes and steps[-1] == stride * size:
+            sizes[-1] *= size
+            steps[-1] = stride
+            continue
+        sizes.append(size)
+        steps.append(stride)
+    return tuple(sizes), tuple(steps)
+
+
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """The strides, in elements, of a C-contiguous array of ``shape``."""
     strides, step = [], 1

@@ -24,8 +24,8 @@ from ...jit import KernelSpec, make_spec, tiers
 from ...jit.driver import compute_capability
 from ...jit.source import ELEMENTWISE_THREADS, tile_shape
 from .. import cupy_module
-from ..cuda_aux import fold_dims
-from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, element_strides, fold_batch, split_batches
+from .batching import (KERNEL_BATCH_DIMS, Problem, batch_strides, element_strides, fold_batch, fold_dims,
+                       split_batches)
 from .plan import GRID_LIMIT, elementwise_grid
 
 #: ks per packed word on the GPU.
