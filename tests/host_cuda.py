@@ -45,14 +45,16 @@ static void __syncthreads() { block_barrier->arrive_and_wait(); }
 """
 
 LAUNCH = r"""
+// Each block's threads run as real threads; one that returns early drops out of the block's barrier.
 template <class F> static void launch(long long grid, long long block, F kernel) {
   gridDim.x = grid; blockDim.x = block;
-  std::barrier<> barrier(block);
-  block_barrier = &barrier;
   for (long long b = 0; b < grid; ++b) {
+    std::barrier<> barrier(block);
+    block_barrier = &barrier;
     blockIdx.x = b;
     std::vector<std::thread> threads;
-    for (long long t = 0; t < block; ++t) threads.emplace_back([t, &kernel] { threadIdx.x = t; kernel(); });
+    for (long long t = 0; t < block; ++t)
+      threads.emplace_back([t, &kernel] { threadIdx.x = t; kernel(); block_barrier->arrive_and_drop(); });
     for (auto& thread : threads) thread.join();
   }
 }

@@ -1,11 +1,10 @@
 """and_or's einsum kernels (``reduce``, ``gather`` and ``walk`` of dtype bool), compiled for the host.
 
 As in test_boolean_host_kernels.py, each rendered fragment (with the
-generated ``tg::AndOr`` functor) is built by the system's C++ compiler with a
-small shim: a block's threads are real threads, and ``__shfl_down_sync`` is
-an exchange through a block-wide buffer between two barriers (lanes past the
-warp's end keep their own value, as on the device); a thread that returns
-early drops out of the barrier.  The launches get the arguments the library
+generated ``tg::AndOr`` functor) is built by the system's C++ compiler with
+``host_cuda``'s shim, where ``__shfl_down_sync`` is an exchange through a
+block-wide buffer between two barriers (lanes past the warp's end keep their
+own value, as on the device).  The launches get the arguments the library
 builds (``reduce_launch``, ``cuda_aux.truth_values`` and ``contiguous``,
 ``device_walk.encode``), on numpy memory, and must give the CPU einsum's
 answers: so the kernels' bool instantiations are checked on any machine,
@@ -15,13 +14,12 @@ and test_boolean_einsum.py checks the same on a GPU.
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 from contextlib import nullcontext
 
 import numpy as np
 import pytest
 
+import host_cuda
 import tropical_gemm as tg
 from test_boolean import truth
 from tropical_gemm.einsum import device_walk, einsum_plan, parse_call
@@ -34,20 +32,8 @@ from tropical_gemm.semirings import get_semiring
 
 AND_OR = get_semiring("and_or")
 
-SHIM = r"""
-#include <barrier>
-#include <thread>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __restrict__
+SHIM = host_cuda.SHIM + r"""
 typedef long long i64;
-struct Dim { i64 x; };
-static thread_local Dim threadIdx = {0};
-static Dim blockIdx = {0}, blockDim = {0}, gridDim = {0};
-static std::barrier<>* block_barrier = nullptr;
 static long long shuffled[1024];
 template <class T> static T __shfl_down_sync(unsigned, T v, int offset) {
   const i64 t = threadIdx.x;
@@ -64,20 +50,7 @@ template <class T> struct IsFloat { static constexpr bool value = false; };
 template <class T> inline T canonical(T x) { return x; }
 """
 
-LAUNCHER = r"""
-template <class F> static void launch(i64 grid, i64 block, F kernel) {
-  gridDim.x = grid; blockDim.x = block;
-  for (i64 b = 0; b < grid; ++b) {
-    std::barrier<> barrier(block);
-    block_barrier = &barrier;
-    blockIdx.x = b;
-    std::vector<std::thread> threads;
-    for (i64 t = 0; t < block; ++t) {
-      threads.emplace_back([t, &kernel] { threadIdx.x = t; kernel(); block_barrier->arrive_and_drop(); });
-    }
-    for (auto& thread : threads) thread.join();
-  }
-}
+LAUNCHER = host_cuda.LAUNCH + r"""
 extern "C" void launch_reduce(i64 grid, i64 block, const unsigned char* X, unsigned char* OUT, int* IDX,
                               const i64* s) {
   launch(grid, block, [=] { reduce(X, OUT, IDX, s[0], s[1], s[2], s[3]); });
@@ -94,22 +67,11 @@ extern "C" void launch_walk(i64 grid, i64 block, const i64* table, const unsigne
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory) -> ctypes.CDLL:
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no C++ compiler to build the kernels for the host")
     body = "".join(fragment(spec).replace(spec.name, spec.op)
                    for spec in (make_spec(op, "and_or", "bool") for op in ("reduce", "gather", "walk")))
     scalars = ", ".join(f"s[{i}]" for i in range(2 + 2 * cuda_aux.GATHER_DIMS))
-    source = tmp_path_factory.mktemp("einsum_bits") / "einsum_bits.cpp"
-    source.write_text(SHIM + functor("and_or") + "\n}  // namespace tg\n" + body
-                      + LAUNCHER.replace("GATHER_SCALARS", scalars))
-    library = source.with_suffix(".so")
-    done = subprocess.run([compiler, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-o", str(library),
-                           str(source)], capture_output=True, text=True)
-    if done.returncode != 0 and "barrier" in done.stderr and "No such file" in done.stderr:
-        pytest.skip("the C++ compiler has no <barrier> (C++20)")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return ctypes.CDLL(str(library))
+    source = SHIM + functor("and_or") + "\n}  // namespace tg\n" + body + LAUNCHER.replace("GATHER_SCALARS", scalars)
+    return host_cuda.build_library(source, tmp_path_factory.mktemp("einsum_bits") / "einsum_bits")
 
 
 def _i64s(values) -> np.ndarray:  # noqa: ANN001
