@@ -46,12 +46,10 @@ extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(
   const i64 slices = (W + BK - 1) / BK;
 
   for (i64 tile = blockIdx.x; tile < per_batch * batches; tile += gridDim.x) {
-    const i64 batch = tile / per_batch, rest = tile % per_batch;
-    const i64 m0 = (rest / tiles_n) * BM, n0 = (rest % tiles_n) * BN;
-    i64 a_off, b_off;
-    bt.offsets(batch, a_off, b_off);
-    const unsigned* ap = AP + a_off;
-    const unsigned* bp = BP + b_off;
+    const tg::Batch::Tile at = bt.tile(tile, tiles_n, per_batch, BM, BN);
+    const i64 batch = at.batch, m0 = at.m0, n0 = at.n0;
+    const unsigned* ap = AP + at.a_off;
+    const unsigned* bp = BP + at.b_off;
 
     // Slice s of both operands into stage `buf`: 16-byte chunks, 0 past M, N or W.
     auto stage = [&](i64 s, int buf) {

@@ -19,6 +19,18 @@ struct Batch {
     a_off = i0 * a0 + i1 * a1 + i2 * a2;
     b_off = i0 * b0 + i1 * b1 + i2 * b2;
   }
+  struct Tile { i64 batch, m0, n0, a_off, b_off; };
+  // Output tile t of a grid-stride loop over batches of per_batch tiles, tiles_n to a row of bm x bn
+  // outputs (columns fastest): its batch, first row and column, and the operands' offsets.
+  __device__ Tile tile(i64 t, i64 tiles_n, i64 per_batch, i64 bm, i64 bn) const {
+    Tile o;
+    o.batch = t / per_batch;
+    const i64 rest = t % per_batch;
+    o.m0 = (rest / tiles_n) * bm;
+    o.n0 = (rest % tiles_n) * bn;
+    offsets(o.batch, o.a_off, o.b_off);
+    return o;
+  }
 };
 
 // 16 bytes of T, so shared-memory fragments load as one 128-bit access.
