@@ -48,11 +48,16 @@ def script(ending: str = "") -> str:
     return textwrap.dedent(SCRIPT).format(specs=SPECS, ending=ending)
 
 
+#: Ctrl-C as a terminal delivers it to a Python it started: a test runner started in the background by a
+#: non-interactive shell ignores SIGINT, and a child inherits that (Python then installs no handler).
+TERMINAL_CTRL_C = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 def start(code: str, env: dict[str, str], *, session: bool = False) -> subprocess.Popen:
     """A fresh interpreter running ``code`` with the test's environment, as ``run_python`` makes it."""
     paths = [str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH", "")]
     full_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    return subprocess.Popen([sys.executable, "-c", code], env=full_env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-c", TERMINAL_CTRL_C + code], env=full_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=session)
 
 
@@ -107,7 +112,8 @@ def test_every_way_of_ending_keeps_its_status_and_leaves_the_kernels_on_disk(cac
 
 def plain_python_status_on_ctrl_c() -> int:
     """What Python itself ends with on an uncaught Ctrl-C (it re-raises SIGINT): the status to keep."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(30)"],
+    child = subprocess.Popen([sys.executable, "-c", TERMINAL_CTRL_C + "import time; print('ready', flush=True); "
+                              "time.sleep(30)"],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     child.stdout.readline()
     os.killpg(child.pid, signal.SIGINT)
