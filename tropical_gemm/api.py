@@ -26,7 +26,6 @@ from .semirings import Semiring, get_semiring
 from .shapes import NO_VECTORS, ProductShape, Vectors, product_shape, promote_vectors
 
 _FLOAT32 = np.dtype(np.float32)
-#: The argmax dtypes the engines read (``matmul`` returns int32, int64 once K needs it).
 
 
 def matmul(a: Any, b: Any, semiring: "str | Semiring" = "max_plus", *, argmax: bool = False, out: Any = None):

@@ -43,7 +43,7 @@ def einsum(subscripts: Any, *operands: Any, semiring: "str | Semiring" = "max_pl
     sr = get_semiring(semiring)
     if sr.boolean:
         raise TypeError("the and_or semiring takes numpy arrays in einsum, not dask arrays; compute() the "
-                        "operands first, or map tropical_gemm.einsum over their blocks")
+                        "operands first (numpy or cupy arrays), or map tropical_gemm.einsum over their blocks")
     dtype = canonical_dtype(arrays[0].dtype)  # checked here, not when the graph is computed
     for x in arrays[1:]:
         common_dtype(dtype, x.dtype)

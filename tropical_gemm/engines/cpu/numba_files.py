@@ -133,8 +133,8 @@ def prune_with_gpu_entries(cache: DiskCache, max_bytes: int) -> PruneResult:
     """
     cpu = kernels(cache.root)
     gpu = [(entry.last_used, entry.size, None) for entry in cache.entries()]
-    total = sum(size for _, size, _ in gpu) + sum(kernel.size for kernel in cpu)
     gpu_kept = sum(size for _, size, _ in gpu)
+    total = gpu_kept + sum(kernel.size for kernel in cpu)
     cpu_removed: list[NumbaKernel] = []
     for _, size, kernel in sorted(gpu + [(k.last_used, k.size, k) for k in cpu], key=lambda item: item[0]):
         if total <= max_bytes:

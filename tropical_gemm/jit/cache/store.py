@@ -35,8 +35,8 @@ from .config import (
     DEFAULT_LOCK_TIMEOUT, ENV_CACHE_DIR, ENV_GROUP, MAX_METADATA_BYTES, DiskCacheWarning, home_problem, user_stacklevel,
 )
 from .entry import BuildOutcome, CachedBinary, EntryInfo, EntryMetadata, PruneResult, metadata_for, outcome_from
-from .files import EntryLock, LocksUnsupported, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir_chain, make_dir, \
-    read_capped, remove_aside, touch, unlink_quietly, untrusted_dir
+from .files import (EntryLock, LocksUnsupported, LockTimeout, Trust, UntrustedFile, atomic_write, ensure_dir_chain,
+                    make_dir, read_capped, remove_aside, touch, unlink_quietly, untrusted_dir)
 from .keys import FORMAT_VERSION, BuildRequest, entry_stem, version_text
 from .nvrtc_record import NvrtcRecord
 
