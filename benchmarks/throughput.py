@@ -35,7 +35,8 @@ DTYPES = ("float32", "float64", "int32", "int64")
 
 
 def random_operands(shape_a, shape_b, dtype, seed: int = 0, order: str = "C"):
-    """Fresh random operands, drawn on the host (no CuPy kernel is compiled for them) and uploaded in ``order``."""
+    """Fresh random operands, drawn on the host (no CuPy kernel is compiled for them) and uploaded in ``order``
+    ("C" or "F" for both, or one letter each: "CF" is A row-major, B column-major)."""
     import cupy as cp
 
     rng = np.random.default_rng(seed)
@@ -45,11 +46,13 @@ def random_operands(shape_a, shape_b, dtype, seed: int = 0, order: str = "C"):
             return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
         return rng.integers(-1000, 1000, shape, dtype=dtype)
 
-    return cp.asarray(np.asarray(draw(shape_a), order=order)), cp.asarray(np.asarray(draw(shape_b), order=order))
+    order_a, order_b = (order * 2)[:2] if len(order) == 1 else order
+    return cp.asarray(np.asarray(draw(shape_a), order=order_a)), cp.asarray(np.asarray(draw(shape_b), order=order_b))
 
 
-def bench_product(m, k, n, dtype="float32", semiring="max_plus", *, argmax=False, batch=(), graph=False) -> float:
-    a, b = random_operands((*batch, m, k), (*batch, k, n), dtype)
+def bench_product(m, k, n, dtype="float32", semiring="max_plus", *, argmax=False, batch=(), graph=False,
+                  order="C") -> float:
+    a, b = random_operands((*batch, m, k), (*batch, k, n), dtype, order=order)
     out = tg.matmul(a, b, semiring, argmax=argmax)
     work = 2.0 * m * n * k * int(np.prod(batch or (1,)))
     reps = max(1, min(50, int(2e11 / max(work, 1))))

@@ -1,13 +1,15 @@
-"""Try tile shapes and k-loop unroll factors for the square forward kernels and time each on this GPU.
+"""Try tile shapes, pipeline depths and k-loop unroll factors for the square forward kernels on this GPU.
 
 Each candidate runs in a fresh process that swaps one entry of
-``tropical_gemm.jit.source.TILE_SHAPES`` (or the preamble's ``TG_UNROLL``
-line) before its first kernel is built (both are part of the source, hence
-of the cache key, so candidates never share a cache entry).  The winners go
-into ``TILE_SHAPES`` (or the preamble) by hand, with this script's JSON as
-the record.
+``tropical_gemm.jit.source.TILE_SHAPES`` or ``PIPELINED_SHAPES`` (or the
+preamble's ``TG_UNROLL`` line) before its first kernel is built (all are
+part of the source, hence of the cache key, so candidates never share a
+cache entry).  A pipelined candidate of None removes the dtype from
+``PIPELINED_SHAPES``: the register-staged kernel, for comparison.  The
+winners go into the tables (or the preamble) by hand, with this script's
+JSON as the record.
 
-    python benchmarks/tune_tiles.py [--out benchmarks/results]
+    python benchmarks/tune_tiles.py [--out benchmarks/results] [--only pipelined]
 """
 
 from __future__ import annotations
@@ -28,6 +30,16 @@ CANDIDATES = [
 UNROLLS = [("float32", "forward", "max_plus", 4096, [16, 8, 4]), ("int32", "forward", "max_plus", 4096, [16, 8, 4]),
            ("float32", "forward_argmax", "max_plus", 4096, [16, 4])]
 
+#: (dtype, semiring, size, operand orders ("C", "F", or A's then B's), pipelined shapes as bm, bn, bk, tm,
+#: tn, min_blocks, unroll, stages; None: the register-staged kernel)
+_F32 = [None, (128, 128, 16, 8, 8, 2, 0, 3), (128, 128, 16, 8, 8, 2, 0, 4), (128, 128, 32, 8, 8, 2, 0, 2),
+        (128, 128, 16, 8, 8, 1, 0, 4), (128, 256, 16, 8, 16, 1, 0, 3), (128, 256, 16, 8, 16, 1, 0, 4),
+        (128, 256, 32, 8, 16, 1, 0, 3), (256, 128, 16, 16, 8, 1, 0, 3)]
+_F64 = [None, (64, 64, 16, 4, 4, 2, 0, 3), (64, 64, 16, 4, 4, 2, 0, 4), (128, 64, 16, 8, 4, 2, 0, 3),
+        (64, 128, 16, 4, 8, 2, 0, 3), (128, 128, 16, 8, 8, 1, 0, 3), (128, 128, 8, 8, 8, 1, 0, 4)]
+PIPELINES = [("float32", "max_plus", 4096, order, _F32) for order in ("C", "F", "CF")]
+PIPELINES += [("float64", "max_plus", 4096, order, _F64) for order in ("C", "F")]
+
 CHILD = r"""
 import json, sys
 import numpy as np
@@ -35,13 +47,19 @@ cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
 if "shape" in cfg:
     source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
+if "pipelined" in cfg:
+    if cfg["pipelined"] is None:
+        source.PIPELINED_SHAPES.pop(cfg["dtype"])
+    else:
+        source.PIPELINED_SHAPES[cfg["dtype"]] = source.TileShape(*cfg["pipelined"])
 if "unroll" in cfg:
     default = source.preamble
     source.preamble = lambda: default().replace("#define TG_UNROLL 4", "#define TG_UNROLL %d" % cfg["unroll"])
 sys.path.insert(0, "benchmarks")
 from throughput import bench_product
 s = cfg["size"]
-seconds = bench_product(s, s, s, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax")
+seconds = bench_product(s, s, s, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax",
+                        order=cfg.get("order", "C"))
 print(json.dumps({"seconds": seconds, "tops": 2 * s**3 / seconds / 1e12}))
 """
 
@@ -49,12 +67,18 @@ print(json.dumps({"seconds": seconds, "tops": 2 * s**3 / seconds / 1e12}))
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--only", choices=("shapes", "unrolls", "pipelined"), help="one kind of candidate")
     args = parser.parse_args(argv)
     rows = []
-    configs = [{"dtype": d, "op": o, "semiring": s, "size": n, "shape": shape}
-               for d, o, s, n, shapes in CANDIDATES for shape in shapes]
-    configs += [{"dtype": d, "op": o, "semiring": s, "size": n, "unroll": u}
-                for d, o, s, n, unrolls in UNROLLS for u in unrolls]
+    kinds = {
+        "shapes": [{"dtype": d, "op": o, "semiring": s, "size": n, "shape": shape}
+                   for d, o, s, n, shapes in CANDIDATES for shape in shapes],
+        "unrolls": [{"dtype": d, "op": o, "semiring": s, "size": n, "unroll": u}
+                    for d, o, s, n, unrolls in UNROLLS for u in unrolls],
+        "pipelined": [{"dtype": d, "op": "forward", "semiring": s, "size": n, "order": order, "pipelined": p}
+                      for d, s, n, order, shapes in PIPELINES for p in shapes],
+    }
+    configs = [cfg for kind, listed in kinds.items() if args.only in (None, kind) for cfg in listed]
     for cfg in configs:
         dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
         done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
@@ -62,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
             "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
         rows.append({**cfg, **result})
-        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {str(cfg.get('shape', cfg.get('unroll'))):28} "
+        label = f"{cfg.get('shape', cfg.get('unroll', cfg.get('pipelined')))} {cfg.get('order', '')}"
+        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {label:40} "
               + (f"{result['tops']:6.2f} T ops/s" if "tops" in result else result["error"]), flush=True)
     from throughput import environment  # benchmarks/ is this script's own directory
 

@@ -35,6 +35,8 @@ struct Batch {
 
 // 16 bytes of T, so shared-memory fragments load as one 128-bit access.
 template <class T> struct alignas(16) Vec16 { T v[16 / sizeof(T)]; };
+// 8 bytes of T: a 64-bit shared-memory access.
+template <class T> struct alignas(8) Vec8 { T v[8 / sizeof(T)]; };
 
 // ------------------------------------------------------------- tile loader
 

@@ -31,6 +31,11 @@ SHIM = r"""
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 #define __ffs(x) __builtin_ffs(x)
+#define TG_HOST_BUILD
+// Blocks run one at a time, so one buffer serves every block's dynamic shared memory.
+namespace tg {
+static unsigned char* dynamic_shared() { alignas(16) static unsigned char shared[228 * 1024]; return shared; }
+}
 using std::max;
 using std::min;
 static inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }

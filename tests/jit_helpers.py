@@ -45,9 +45,9 @@ class Loaded:
     name: str
     device: int
 
-    def bind(self, grid: tuple, block: tuple, scalars: tuple) -> "BoundLoaded":
+    def bind(self, grid: tuple, block: tuple, scalars: tuple, shared_bytes: int = 0) -> "BoundLoaded":
         """As ``jit.driver.Function.bind``: the engine binds what the registry loaded."""
-        return BoundLoaded(self, grid, block, scalars)
+        return BoundLoaded(self, grid, block, scalars, shared_bytes)
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class BoundLoaded:
     grid: tuple
     block: tuple
     scalars: tuple
+    shared_bytes: int = 0
 
 
 class RecordingLoader:
@@ -150,15 +151,16 @@ class Recorder:
     def __init__(self, spec: Any, launches: list) -> None:
         self.spec, self.launches = spec, launches
 
-    def bind(self, grid: tuple, block: tuple, scalars: tuple) -> "BoundRecorder":
-        return BoundRecorder(self, grid, block, scalars)
+    def bind(self, grid: tuple, block: tuple, scalars: tuple, shared_bytes: int = 0) -> "BoundRecorder":
+        return BoundRecorder(self, grid, block, scalars, shared_bytes)
 
 
 class BoundRecorder:
     """A bound launch: each ``launch`` appends ``(family or op, grid, block, arguments, stream)``."""
 
-    def __init__(self, function: Recorder, grid: tuple, block: tuple, scalars: tuple) -> None:
+    def __init__(self, function: Recorder, grid: tuple, block: tuple, scalars: tuple, shared_bytes: int = 0) -> None:
         self.function, self.grid, self.block, self.scalars = function, grid, block, scalars
+        self.shared_bytes = shared_bytes
 
     def launch(self, addresses: tuple, stream: Any = None) -> None:
         spec = self.function.spec

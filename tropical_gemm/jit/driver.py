@@ -27,6 +27,11 @@ from typing import Any, Iterator, Sequence
 ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+ATTRIBUTE_MAX_SHARED_PER_BLOCK_OPTIN = 97
+#: cuFuncSetAttribute id (CUfunction_attribute): the dynamic shared memory a kernel's launches may take.
+FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED = 8
+#: What every kernel may take without raising its limit.
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
 
 _LIBRARY_NAMES = {"win32": ("nvcuda.dll",), "darwin": ()}.get(sys.platform, ("libcuda.so.1", "libcuda.so"))
 
@@ -222,21 +227,46 @@ def default_stream() -> int:
 
 
 class Function:
-    """A kernel loaded into one device's primary context."""
+    """A kernel loaded into one device's primary context.
 
-    __slots__ = ("name", "handle", "context", "module")
+    ``shared_limit``: the dynamic shared memory the kernel may be launched
+    with.  The driver allows 48 KiB without asking; a launch that needs more
+    (the pipelined square kernel's stages) raises the kernel's limit first,
+    once (``reserve_shared``).
+    """
+
+    __slots__ = ("name", "handle", "context", "module", "shared_limit")
 
     def __init__(self, name: str, handle: int, context: int, module: int) -> None:
         self.name, self.handle, self.context, self.module = name, handle, context, module
+        self.shared_limit = DEFAULT_DYNAMIC_SHARED
 
     def __call__(self, grid: Sequence[int], block: Sequence[int], args: Sequence[Any], *,
-                 stream: int | None = None) -> None:
+                 shared_mem: int = 0, stream: int | None = None) -> None:
         """Launch on ``stream`` (a raw handle; None: CuPy's current stream), CuPy's ``Function`` call form."""
-        self.bind(grid, block, ()).launch(args, stream)
+        self.bind(grid, block, (), shared_mem).launch(args, stream)
 
-    def bind(self, grid: Sequence[int], block: Sequence[int], scalars: Sequence[Any]) -> "BoundLaunch":
-        """This kernel with its grid, block and trailing arguments fixed: a launch adds only the leading ones."""
-        return BoundLaunch(self, _dim3(grid), _dim3(block), tuple(map(kernel_argument, scalars)))
+    def bind(self, grid: Sequence[int], block: Sequence[int], scalars: Sequence[Any],
+             shared_bytes: int = 0) -> "BoundLaunch":
+        """This kernel with its grid, block, dynamic shared memory and trailing arguments fixed: a launch adds
+        only the leading ones."""
+        if shared_bytes > self.shared_limit:
+            self.reserve_shared(shared_bytes)
+        return BoundLaunch(self, _dim3(grid), _dim3(block), tuple(map(kernel_argument, scalars)), shared_bytes)
+
+    def reserve_shared(self, nbytes: int) -> None:
+        """Let launches of this kernel take ``nbytes`` of dynamic shared memory (a ``DriverError`` past the
+        device's opt-in limit, naming it)."""
+        with on_context(self.context):
+            device = current_device()
+            most = attribute(device, ATTRIBUTE_MAX_SHARED_PER_BLOCK_OPTIN)
+            if nbytes > most:
+                raise DriverError(f"{self.name} needs {nbytes} bytes of shared memory per block; device {device} "
+                                  f"allows {most}: run it on a GPU with more (sm_80 or later) or use the CPU "
+                                  f"engine")
+            _call("cuFuncSetAttribute", ctypes.c_void_p(self.handle), FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED,
+                  ctypes.c_int(nbytes))
+        self.shared_limit = nbytes
 
 
 def _dim3(dims: Sequence[int]) -> tuple[int, int, int]:
@@ -269,10 +299,10 @@ class BoundLaunch:
                  "_slots", "_params")
 
     def __init__(self, function: Function, grid: tuple[int, int, int], block: tuple[int, int, int],
-                 scalars: tuple) -> None:
+                 scalars: tuple, shared_bytes: int = 0) -> None:
         self.function, self.grid, self.block, self.scalars = function, grid, block, scalars
         self._scalar_pointers = tuple(ctypes.addressof(v) for v in scalars)
-        self._head = (ctypes.c_void_p(function.handle), *grid, *block, 0)
+        self._head = (ctypes.c_void_p(function.handle), *grid, *block, shared_bytes)
         self._cu_launch = library().cuLaunchKernel
         self._lock = threading.Lock()
         self._slots: Any = None

@@ -68,6 +68,17 @@ template <class SR> struct MulKind;
 """
 
 
+def needs_exact_path(semiring: "str | Semiring", dtype: str) -> bool:
+    """Whether kernels of (semiring, dtype) keep the exact integer path: preamble.cuh's ``NeedsExactPath``.
+
+    Examples:
+        >>> from tropical_gemm.jit.functors import needs_exact_path
+        >>> [needs_exact_path(s, d) for s, d in [("max_plus", "int32"), ("max_plus", "float32"), ("max_min", "int32")]]
+        [True, False, False]
+    """
+    return _MUL[get_semiring(semiring).mul].arithmetic and not dtype.startswith("float")
+
+
 def device_type(semiring: "str | Semiring") -> str:
     """The C++ name of a semiring's functor.
 

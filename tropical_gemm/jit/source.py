@@ -19,17 +19,18 @@ from string import Template
 from typing import NamedTuple
 
 from ..semirings import CATALOGUE, COUNT_NEGATIVE, COUNT_OVERFLOW, get_counting_semiring, get_semiring
-from .functors import device_type, functor, functors_header
+from .functors import device_type, functor, functors_header, needs_exact_path
 from .spec import BOOLEAN_DTYPE, CAST_OPS, COUNT_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
+_ITEMSIZES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "bool": "unsigned char"}
 #: The catalogue's functor names (benchmarks/ceilings.py instantiates its probes with them).
 _SEMIRING_TYPES = {s.name: device_type(s) for s in CATALOGUE}
 
 #: The program's headers, in order; "semirings.cuh" is generated (``functors.py``), the rest are
 #: files of ``cuda_src/`` (``preamble.cuh`` has the map of what each holds).
-HEADERS: tuple[str, ...] = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh", "skinny.cuh",
-                            "thin.cuh", "backward.cuh")
+HEADERS: tuple[str, ...] = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh", "pipelined.cuh",
+                            "skinny.cuh", "thin.cuh", "backward.cuh")
 GENERATED_HEADER = "semirings.cuh"
 
 
@@ -45,7 +46,8 @@ class TileShape(NamedTuple):
     For the skinny and vector families, BN is the columns per block, TM the
     rows each thread keeps, BK the K chunk staged in shared memory; for the
     thin family, BM is the rows per block (one per thread), and BK × BN the
-    largest B it takes.
+    largest B it takes.  ``stages``: the pipelined square kernel's cp.async
+    stages in dynamic shared memory (``PIPELINED_SHAPES``); 0 elsewhere.
     """
 
     bm: int
@@ -55,6 +57,7 @@ class TileShape(NamedTuple):
     tn: int
     min_blocks: int = 1
     unroll: int = 0
+    stages: int = 0
 
     @property
     def threads(self) -> int:
@@ -118,6 +121,15 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("tensor", BOOLEAN_DTYPE, "forward"): _BITS_TENSOR,
 }
 
+#: The pipelined square kernel's shape per dtype (``pipelined``: the square family's plain products without
+#: the exact integer path), measured on an H100 by benchmarks/tune_tiles.py.
+PIPELINED_SHAPES: dict[str, TileShape] = {
+    "float32": TileShape(128, 128, 16, 8, 8, min_blocks=2, stages=3),
+    "int32": TileShape(128, 128, 16, 8, 8, min_blocks=2, stages=3),
+    "float64": TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=3),
+    "int64": TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=3),
+}
+
 #: The fragment of each tile family: "small" is the square kernel with another tile.
 _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu",
                       "vector": "forward_skinny.cu", "thin": "forward_thin.cu",
@@ -125,6 +137,13 @@ _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu
 
 #: The boolean semiring's forward fragment of each of its tiles (``spec.BOOLEAN_TILES``).
 _BOOLEAN_TEMPLATES = {"square": "forward_bits.cu", "tensor": "forward_bits_mma.cu"}
+
+
+def _forward_template(spec: KernelSpec) -> str:
+    """The fragment of a forward spec: by tile family, and for the square family by what the kernel needs."""
+    if spec.dtype == BOOLEAN_DTYPE:
+        return _BOOLEAN_TEMPLATES[spec.tile]
+    return "forward_pipelined.cu" if pipelined(spec) else _FORWARD_TEMPLATES[spec.tile]
 
 #: The fragment of each op that is not a forward, where its file is not named after the op.
 _OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_b": "backward_ordered.cu",
@@ -139,8 +158,50 @@ _GATHER_TARGETS = {("gather_index", "int32"): "int", ("gather_index", "int64"): 
 ELEMENTWISE_THREADS = 256
 
 
+def pipelined(spec: KernelSpec) -> bool:
+    """Whether ``spec`` is the pipelined square kernel (cp.async stages in dynamic shared memory).
+
+    It serves the square family's plain products without the exact integer
+    path; the argmax and the integer ⊗ that must saturate keep the
+    register-staged kernel (square.cuh).
+
+    Examples:
+        >>> from tropical_gemm.jit import make_spec
+        >>> from tropical_gemm.jit.source import pipelined
+        >>> pipelined(make_spec("forward", "max_plus", "float32")), pipelined(make_spec("forward", "max_plus", "int32"))
+        (True, False)
+    """
+    return (spec.tile == "square" and spec.op == "forward" and spec.dtype in PIPELINED_SHAPES
+            and not needs_exact_path(spec.semiring, spec.dtype))
+
+
 def tile_shape(spec: KernelSpec) -> TileShape:
-    return TILE_SHAPES[(spec.tile, spec.dtype, spec.op)]
+    return PIPELINED_SHAPES[spec.dtype] if pipelined(spec) else TILE_SHAPES[(spec.tile, spec.dtype, spec.op)]
+
+
+def dynamic_shared_bytes(spec: KernelSpec) -> int:
+    """The dynamic shared memory ``spec``'s kernel is launched with: the pipelined kernel's stages, else 0.
+
+    An operand's stage is BK × (lines + V) elements, V being 16 bytes of the dtype: kept as [k][line], or as
+    [line][k] (lines × (BK + V)) where k is its contiguous axis (A row-major, B column-major).  The kernel
+    checks this against its own layout at compile time (pipelined.cuh's ``SMEM_BYTES``).
+
+    Examples:
+        >>> from tropical_gemm.jit import make_spec
+        >>> from tropical_gemm.jit.source import dynamic_shared_bytes
+        >>> dynamic_shared_bytes(make_spec("forward", "max_plus", "float64", tile="small"))
+        0
+    """
+    if not pipelined(spec):
+        return 0
+    shape, itemsize = tile_shape(spec), _ITEMSIZES[spec.dtype]
+    pad = 16 // itemsize
+
+    def stage(lines: int, k_contiguous: bool) -> int:
+        return lines * (shape.bk + pad) if k_contiguous else shape.bk * (lines + pad)
+
+    per_stage = stage(shape.bm, spec.a_layout == "row") + stage(shape.bn, spec.b_layout == "col")
+    return shape.stages * per_stage * itemsize
 
 
 @lru_cache(maxsize=None)
@@ -195,10 +256,10 @@ def fragment(spec: KernelSpec) -> str:
             a_row="true" if spec.a_layout == "row" else "false",
             b_row="true" if spec.b_layout == "row" else "false",
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
-            min_blocks=shape.min_blocks, unroll=shape.unroll or "TG_UNROLL",
+            min_blocks=shape.min_blocks, unroll=shape.unroll or "TG_UNROLL", stages=shape.stages,
+            smem_bytes=dynamic_shared_bytes(spec),
         )
-        template = read_cuda_file(_BOOLEAN_TEMPLATES[spec.tile] if spec.dtype == BOOLEAN_DTYPE
-                                  else _FORWARD_TEMPLATES[spec.tile])
+        template = read_cuda_file(_forward_template(spec))
     else:
         values.update(threads=ELEMENTWISE_THREADS)
         if spec.op in ORDERED_BACKWARD_OPS:

@@ -33,18 +33,19 @@ def bind(plan: Plan, device: int, loader: "Callable[[Any, int], Any] | None" = N
     which waits for a background compile of it if one is under way.
     """
     load = tiers().get_function if loader is None else loader
-    return _bound(load(plan.spec, device), plan.grid, plan.block, plan.scalars, plan.int32_scalars)
+    return _bound(load(plan.spec, device), plan.grid, plan.block, plan.scalars, plan.int32_scalars,
+                  plan.shared_bytes)
 
 
 @lru_cache(maxsize=4096)
-def _bound(function: Any, grid: int, block: int, scalars: tuple[int, ...], int32_scalars: tuple[int, ...]
-           ) -> Launchable:
+def _bound(function: Any, grid: int, block: int, scalars: tuple[int, ...], int32_scalars: tuple[int, ...],
+           shared_bytes: int) -> Launchable:
     """One packing of a plan's scalars per loaded kernel and call signature.
 
     Keyed by the plan's fields, not the plan: tuples of ints hash without a
     Python-level ``__hash__``, and the array path binds on every launch.
     """
-    return function.bind((grid,), (block,), scalars + tuple(np.int32(v) for v in int32_scalars))
+    return function.bind((grid,), (block,), scalars + tuple(np.int32(v) for v in int32_scalars), shared_bytes)
 
 
 def bind_forward(plan: ForwardPlan, device: int) -> tuple[Launchable, ...]:

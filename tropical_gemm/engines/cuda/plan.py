@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, tile_shape
+from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, dynamic_shared_bytes, tile_shape
 from ...jit.spec import KernelSpec, make_spec
 from ...shapes import ProductShape
 from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_strides, fold_batch
@@ -53,7 +53,7 @@ class Plan(NamedTuple):
 
     ``scalars`` are the kernel's 64-bit integer arguments; ``int32_scalars``
     follow them where a kernel declares 32-bit ones (the argmax resolve's
-    slice depth).
+    slice depth).  ``shared_bytes``: the dynamic shared memory it takes.
     """
 
     spec: KernelSpec
@@ -61,6 +61,7 @@ class Plan(NamedTuple):
     block: int
     scalars: tuple[int, ...]
     int32_scalars: tuple[int, ...] = ()
+    shared_bytes: int = 0
 
 
 def elementwise_grid(work: int) -> int:
@@ -106,7 +107,8 @@ class ForwardPlan(NamedTuple):
         return first, second, c, _NULL if idx is None else idx
 
 
-def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: int) -> tuple[str, bool]:
+def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: int,
+                semiring: str = "max_plus") -> tuple[str, bool]:
     """The tile family, and whether to compute C^T = B^T ⊗ A^T so the short side is M.
 
     * "thin" when K and M or N are short enough for all of B to sit in
@@ -125,7 +127,7 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
         return "thin", m < n
     if min(m, n) <= SKINNY_MAX_ROWS:
         return "vector" if min(m, n) == 1 else "skinny", n < m
-    square = TILE_SHAPES[("square", dtype, op)]
+    square = tile_shape(make_spec(op, semiring, dtype))
     tiles = -(-m // square.bm) * -(-n // square.bn) * batches
     if tiles * k_splits(tiles, k, sms) >= sms:
         return "square", False
@@ -168,7 +170,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     dims, (sa, sb) = fold_batch(batch, [batch_strides(a_shape, a_strides, batch),
                                         batch_strides(b_shape, b_strides, batch)])
     batches = math.prod(dims)
-    tile, transpose = choose_tile(m, n, k, batches, dtype, op, sms)
+    tile, transpose = choose_tile(m, n, k, batches, dtype, op, sms, semiring)
     if transpose:  # C^T (N×M) = B^T (N×K) ⊗ A^T (K×M): every ⊗ commutes
         m, n = n, m
         a_sm, a_sk, b_sk, b_sn = b_sn, b_sk, a_sk, a_sm
@@ -191,7 +193,8 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
                        (shape.bk,))
     baseline = make_spec(op, semiring, dtype, tile="baseline")
     return ForwardPlan(
-        product=Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars), resolve=resolve,
+        product=Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars,
+                     shared_bytes=dynamic_shared_bytes(spec)), resolve=resolve,
         baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
         swap_operands=transpose, splits=k_splits(tiles, k, sms, _waves(tile, op)) if may_split else 1,
         b_copy=b_copy, scratch_bytes=scratch_bytes,

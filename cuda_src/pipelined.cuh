@@ -1,0 +1,339 @@
+// tropical_gemm: the square family's forward kernel for products without the
+// exact integer path, its slices copied global -> shared by cp.async into a
+// multi-stage pipeline in dynamic shared memory.
+// Header map: preamble.cuh.
+
+namespace tg {
+
+// The block's dynamic shared memory, as large as the launch asked for (the host build of the tests
+// defines its own).
+#ifndef TG_HOST_BUILD
+__device__ __forceinline__ unsigned char* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char tg_dynamic_shared[];
+  return tg_dynamic_shared;
+}
+#endif
+
+// ------------------------------------------------------ asynchronous copies
+//
+// cp.async (sm_80 and later) moves global memory into shared memory without
+// passing through registers: a slice's copies are issued and the block goes on
+// computing the previous slice, with no registers held for the loads and no
+// stores to shared memory in the instruction stream.  Before sm_80 the same
+// calls copy synchronously, so the kernel is correct on every architecture.
+
+// BYTES (4, 8 or 16) from src to smem; with VALID < BYTES the rest is zero-filled (16-byte copies only).
+template <int BYTES>
+__device__ __forceinline__ void copy_async(void* smem, const void* src, int valid = BYTES) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned to = (unsigned)__cvta_generic_to_shared(smem);
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src), "r"(valid));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(src), "n"(BYTES));
+  }
+#else
+  if constexpr (BYTES == 16) {
+    const unsigned char* from = static_cast<const unsigned char*>(src);
+    unsigned char* into = static_cast<unsigned char*>(smem);
+    for (int i = 0; i < 16; ++i) into[i] = i < valid ? from[i] : 0;
+  } else if constexpr (BYTES == 8) {
+    *static_cast<unsigned long long*>(smem) = *static_cast<const unsigned long long*>(src);
+  } else {
+    *static_cast<unsigned*>(smem) = *static_cast<const unsigned*>(src);
+  }
+#endif
+}
+__device__ __forceinline__ void copies_issued() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Wait until at most PENDING groups of copies issued by this thread are in flight.
+template <int PENDING>
+__device__ __forceinline__ void copies_landed() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+#endif
+}
+
+// ------------------------------------------------------------ staged operand
+//
+// One operand's BK-deep slice in shared memory.  LINE_K: k is the operand's
+// contiguous axis (A row-major, B column-major), so the slice is kept as
+// [line][k] and a thread reads KG consecutive ks of one of its lines at once;
+// its TL lines are then LINES / TL apart, so that the 8 threads of a 16-byte
+// read phase read 8 consecutive rows, which the padding puts in distinct
+// banks.  Otherwise the slice is kept as [k][line], read V consecutive lines
+// of one k at once (V: 16 bytes of T), and a thread's TL lines are TL / V
+// runs of V, LINES / (TL / V) apart (the square kernel's row_of / col_of).
+// Rows are padded by V, which keeps 16-byte copies aligned.
+template <class T, bool LINE_K, int LINES, int BK, int TL, int THREADS, int KG>
+struct StagedOperand {
+  static constexpr int V = 16 / (int)sizeof(T);
+  static constexpr int RUNS = TL / V;
+  static constexpr int ROWS = LINE_K ? LINES : BK, COLS = LINE_K ? BK + V : LINES + V;
+  static constexpr int CHUNKS = LINES * BK / V;  // 16-byte copies per slice
+  static_assert(CHUNKS % THREADS == 0 && (LINES * BK) % THREADS == 0, "copies divide evenly over the block");
+  static_assert(KG * sizeof(T) == 8 || KG * sizeof(T) == 16, "a line's KG ks are one 8- or 16-byte read");
+  typedef T Tile[ROWS][COLS];
+
+  __device__ static int line_of(int i, int t) {
+    return LINE_K ? t + i * (LINES / TL) : (i / V) * (LINES / RUNS) + t * V + (i % V);
+  }
+
+  // Where this thread's copies of a slice start, set once per output tile: all 64-bit address arithmetic
+  // happens there, and each slice only bumps the pointer (the square kernel's TileLoader does the same).
+  // VEC: the contiguous axis has stride 1 and every V-run of it starts 16-byte aligned, so a copy moves V
+  // elements; else one.  Copy r of a thread is LINE_K: line `line + r * (THREADS / (BK / unit))`, ks `kk..`;
+  // otherwise: k `kk + r * (THREADS / (LINES / unit))`, lines `line..`.
+  struct Cursor {
+    const T* p;
+    i64 step, advance;
+    int line, kk, room;  // room: lines of the run left inside the operand (k-line), clamped to V
+    unsigned ok;         // bit r: copy r's line is inside the operand (LINE_K)
+    bool vec;
+  };
+  template <int UNIT>
+  __device__ static void aim(Cursor& c, const T* p, i64 line0, i64 lines, i64 ls, i64 ks) {
+    constexpr int PER = LINES * BK / UNIT / THREADS;
+    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+    c.line = LINE_K ? threadIdx.x / (BK / UNIT) : (threadIdx.x % (LINES / UNIT)) * UNIT;
+    c.kk = LINE_K ? (threadIdx.x % (BK / UNIT)) * UNIT : threadIdx.x / (LINES / UNIT);
+    c.p = p + (line0 + c.line) * ls + c.kk * ks;
+    c.step = (i64)RUN_STEP * (LINE_K ? ls : ks);
+    c.advance = (i64)BK * ks;
+    const i64 room = lines - (line0 + c.line);
+    c.room = room <= 0 ? 0 : (room < V ? (int)room : V);
+    c.ok = 0;
+#pragma unroll
+    for (int r = 0; r < PER; ++r) c.ok |= (unsigned)(LINE_K ? line0 + c.line + r * RUN_STEP < lines : room > 0) << r;
+  }
+  __device__ static void aim(Cursor& c, const T* p, i64 line0, i64 lines, i64 ls, i64 ks, bool vec) {
+    c.vec = vec;
+    if (vec) aim<V>(c, p, line0, lines, ls, ks);
+    else aim<1>(c, p, line0, lines, ls, ks);
+  }
+
+  // CHECK_K: the slice is the last, with k_left (< BK) ks in the operand; ks past them are not copied.
+  template <int UNIT, bool CHECK_K>
+  __device__ static void copy(Tile& s, const Cursor& c, int k_left) {
+    constexpr int PER = LINES * BK / UNIT / THREADS;
+    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+#pragma unroll
+    for (int r = 0; r < PER; ++r) {
+      const int line = LINE_K ? c.line + r * RUN_STEP : c.line, kk = LINE_K ? c.kk : c.kk + r * RUN_STEP;
+      const int left = k_left - kk;
+      T* to = LINE_K ? &s[line][kk] : &s[kk][line];
+      if (((c.ok >> r) & 1) && (!CHECK_K || left > 0)) {
+        if constexpr (UNIT == 1) {
+          copy_async<sizeof(T)>(to, c.p + r * c.step);
+        } else {
+          const int run = LINE_K ? (CHECK_K && left < V ? left : V) : c.room;
+          copy_async<16>(to, c.p + r * c.step, run * (int)sizeof(T));
+        }
+      }
+    }
+  }
+  // The cursor's slice into s (k_left: the operand's ks from the slice's first), then the cursor onto the
+  // next slice.
+  __device__ static void copy(Tile& s, Cursor& c, i64 k_left) {
+    if (k_left >= BK) {
+      if (c.vec) copy<V, false>(s, c, BK);
+      else copy<1, false>(s, c, BK);
+    } else {
+      if (c.vec) copy<V, true>(s, c, (int)k_left);
+      else copy<1, true>(s, c, (int)k_left);
+    }
+    c.p += c.advance;
+  }
+
+  // This thread's values of ks g*KG .. g*KG + KG - 1 (LINE_K), or of k step kk (otherwise).
+  __device__ static void group(const Tile& s, int g, int t, T (&out)[TL][KG]) {
+#pragma unroll
+    for (int i = 0; i < TL; ++i) {
+      if constexpr (KG * sizeof(T) == 16) {
+        const Vec16<T> q = *reinterpret_cast<const Vec16<T>*>(&s[line_of(i, t)][g * KG]);
+#pragma unroll
+        for (int v = 0; v < KG; ++v) out[i][v] = q.v[v];
+      } else {
+        const Vec8<T> q = *reinterpret_cast<const Vec8<T>*>(&s[line_of(i, t)][g * KG]);
+#pragma unroll
+        for (int v = 0; v < KG; ++v) out[i][v] = q.v[v];
+      }
+    }
+  }
+  __device__ static void step(const Tile& s, int kk, int t, T (&out)[TL]) {
+#pragma unroll
+    for (int run = 0; run < RUNS; ++run) {
+      if constexpr (LINE_K) {
+#pragma unroll
+        for (int x = 0; x < V; ++x) out[run * V + x] = s[line_of(run * V + x, t)][kk];
+      } else {
+        const Vec16<T> q = *reinterpret_cast<const Vec16<T>*>(&s[kk][run * (LINES / RUNS) + t * V]);
+#pragma unroll
+        for (int x = 0; x < V; ++x) out[run * V + x] = q.v[x];
+      }
+    }
+  }
+};
+
+// Whether an operand's slices can move 16 bytes a copy: unit stride along its contiguous axis, and the
+// base, the other stride and the batch strides all multiples of 16 bytes.
+template <class T>
+__device__ __forceinline__ bool runs_aligned(const T* p, i64 contiguous_stride, i64 other_stride, i64 s0, i64 s1,
+                                             i64 s2) {
+  constexpr i64 V = 16 / sizeof(T);
+  return contiguous_stride == 1 && ((unsigned long long)p % 16) == 0 && other_stride % V == 0 && s0 % V == 0 &&
+         s1 % V == 0 && s2 % V == 0;
+}
+
+// -------------------------------------------------------- forward: pipelined
+//
+// The square family's plain product for every (semiring, dtype) without the
+// exact integer path.  Each thread owns TM×TN outputs in registers; the
+// operands' BK-deep slices are copied by cp.async into STAGES buffers of
+// dynamic shared memory (its size: source.dynamic_shared_bytes, which the
+// fragment passes as SMEM_BYTES), so that STAGES - 1 slices are in flight
+// while one is computed, with no registers held for the loads and one
+// barrier per slice.  A [line][k] operand is read KG ks at a time (one 8- or
+// 16-byte read per line); when both operands are, KG is half a 16-byte run,
+// which keeps both groups in registers beside the accumulators.  Output
+// tiles are visited in groups of SWIZZLE rows of tiles, so that the blocks
+// resident together share B's column panels in L2.
+template <class SR, class T, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL, int STAGES,
+          int SMEM_BYTES>
+struct PipelinedKernel {
+  static constexpr int V = 16 / sizeof(T);
+  static constexpr int THREADS = (BM / TM) * (BN / TN);
+  static constexpr bool A_LK = A_ROW, B_LK = !B_ROW;
+  static constexpr int KG = (A_LK && B_LK) ? V / 2 : V;
+  static constexpr int SWIZZLE = 8;
+  static_assert(!NeedsExactPath<SR, T>::value, "the exact integer path takes the square kernel");
+  static_assert(KG >= 1 && BK % KG == 0 && TM % V == 0 && TN % V == 0, "whole groups and 16-byte runs");
+  static_assert(STAGES >= 2, "one slice in flight while one is computed");
+  using StageA = StagedOperand<T, A_LK, BM, BK, TM, THREADS, (A_LK ? KG : V)>;
+  using StageB = StagedOperand<T, B_LK, BN, BK, TN, THREADS, (B_LK ? KG : V)>;
+  struct Smem {
+    typename StageA::Tile a[STAGES];
+    typename StageB::Tile b[STAGES];
+  };
+  static_assert(sizeof(Smem) == SMEM_BYTES, "source.dynamic_shared_bytes must give the stages' size");
+
+  // Every k of a full slice, KG steps per group.
+  __device__ static void full_slice(const Smem& s, int buf, int ty, int tx, T (&acc)[TM][TN]) {
+#pragma unroll UNROLL
+    for (int g = 0; g < BK / KG; ++g) {
+      T ag[A_LK ? TM : 1][A_LK ? KG : 1], bg[B_LK ? TN : 1][B_LK ? KG : 1];
+      if constexpr (A_LK) StageA::group(s.a[buf], g, ty, ag);
+      if constexpr (B_LK) StageB::group(s.b[buf], g, tx, bg);
+#pragma unroll
+      for (int v = 0; v < KG; ++v) {
+        T a[TM], b[TN];
+        if constexpr (A_LK) {
+#pragma unroll
+          for (int i = 0; i < TM; ++i) a[i] = ag[i][v];
+        } else {
+          StageA::step(s.a[buf], g * KG + v, ty, a);
+        }
+        if constexpr (B_LK) {
+#pragma unroll
+          for (int j = 0; j < TN; ++j) b[j] = bg[j][v];
+        } else {
+          StageB::step(s.b[buf], g * KG + v, tx, b);
+        }
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+      }
+    }
+  }
+
+  // The last, partial slice: one k at a time.
+  __device__ static void partial_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
+    for (int kk = 0; kk < steps; ++kk) {
+      T a[TM], b[TN];
+      StageA::step(s.a[buf], kk, ty, a);
+      StageB::step(s.b[buf], kk, tx, b);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+    }
+  }
+
+  __device__ static void run(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, i64 M, i64 N,
+                             i64 K, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, i64 batches,
+                             const Batch& bt) {
+    Smem& s = *reinterpret_cast<Smem*>(dynamic_shared());
+    const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
+    const i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const i64 k_tiles = (K + BK - 1) / BK;
+    const bool a_vec = A_LK ? runs_aligned(A, a_sk, a_sm, bt.a0, bt.a1, bt.a2)
+                            : runs_aligned(A, a_sm, a_sk, bt.a0, bt.a1, bt.a2);
+    const bool b_vec = B_LK ? runs_aligned(B, b_sk, b_sn, bt.b0, bt.b1, bt.b2)
+                            : runs_aligned(B, b_sn, b_sk, bt.b0, bt.b1, bt.b2);
+
+    for (i64 tile = blockIdx.x; tile < tiles_m * tiles_n * batches; tile += gridDim.x) {
+      const i64 batch = tile / (tiles_m * tiles_n), in_batch = tile % (tiles_m * tiles_n);
+      // SWIZZLE rows of tiles at a time, column by column within the group
+      const i64 group = in_batch / (SWIZZLE * tiles_n), first_row = group * SWIZZLE;
+      const i64 rows_here = tiles_m - first_row < SWIZZLE ? tiles_m - first_row : SWIZZLE;
+      const i64 in_group = in_batch % (SWIZZLE * tiles_n);
+      const i64 m0 = (first_row + in_group % rows_here) * BM, n0 = (in_group / rows_here) * BN;
+      i64 a_off, b_off;
+      bt.offsets(batch, a_off, b_off);
+      typename StageA::Cursor ca;
+      typename StageB::Cursor cb;
+      StageA::aim(ca, A + a_off, m0, M, a_sm, a_sk, a_vec);
+      StageB::aim(cb, B + b_off, n0, N, b_sn, b_sk, b_vec);
+      // The cursors' next slice into stage buf.  Every thread commits a group per slice, empty past
+      // the last, so that "at most STAGES - 2 groups pending" always means "this slice has landed".
+      auto stage = [&](i64 kt) {
+        if (kt < k_tiles) {
+          StageA::copy(s.a[kt % STAGES], ca, K - kt * BK);
+          StageB::copy(s.b[kt % STAGES], cb, K - kt * BK);
+        }
+        copies_issued();
+      };
+
+      T acc[TM][TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = SR::template zero<T>();
+
+#pragma unroll
+      for (int kt = 0; kt < STAGES - 1; ++kt) stage(kt);
+      for (i64 kt = 0; kt < k_tiles; ++kt) {
+        copies_landed<STAGES - 2>();
+        // All of slice kt is in shared memory, and every thread is done with slice kt - 1,
+        // whose stage the next copy overwrites.
+        __syncthreads();
+        stage(kt + STAGES - 1);
+        const int buf = (int)(kt % STAGES);
+        const i64 steps = K - kt * BK;
+        if (steps >= BK) full_slice(s, buf, ty, tx, acc);
+        else partial_slice(s, buf, (int)steps, ty, tx, acc);
+      }
+      // No copy in flight, and every thread done reading, before the next tile's copies.
+      copies_landed<0>();
+      __syncthreads();
+
+      T* Cb = C + batch * M * N;
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const i64 m = m0 + StageA::line_of(i, ty);
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          const i64 n = n0 + StageB::line_of(j, tx);
+          if (n < N) Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace tg

@@ -1,0 +1,125 @@
+"""The square family's pipelined kernel (``cuda_src/pipelined.cuh``), built for the host, against the CPU engine.
+
+``forward_pipelined.cu`` serves the plain square-tile products of every
+(semiring, dtype) without the exact integer path.  Built with the shim of
+``host_cuda`` (its cp.async copies become synchronous copies, with the same
+zero fill of a partial 16-byte run), it runs on numpy memory with the
+arguments the CUDA engine's own plan gives (``plan_forward``), so its tiles,
+slices, both copy paths (16-byte runs where an operand is aligned, one
+element a copy where it is not), the tile swizzle and the batch strides are
+checked bit for bit on any machine, for the tuned shapes and for the other
+shapes and pipeline depths that the tuning tries; the GPU tests run the same
+kernels on a device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import host_cuda
+import tropical_gemm as tg
+from tropical_gemm.engines.cuda.plan import plan_forward
+from tropical_gemm.jit import source
+from tropical_gemm.jit.source import TileShape, fragment, header_sources
+
+_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "pipelined.cuh")
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+_LAUNCH = r"""
+extern "C" void launch_forward(long long grid, long long block, const void* A, const void* B, void* C,
+                               const long long* s) {
+  launch(grid, block, [=] { forward((const T_*)A, (const T_*)B, (T_*)C, nullptr, s[0], s[1], s[2], s[3], s[4],
+                                    s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
+                                    s[17]); });
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory):
+    """Each spec's host build, built on first use."""
+    folder, built = tmp_path_factory.mktemp("pipelined"), {}
+
+    def get(spec):
+        rendered = fragment(spec)  # keyed by the text: the tests that swap a tile shape keep the spec
+        if rendered not in built:
+            headers = "".join(text + "\n" for name, text in header_sources() if name in _HEADERS)
+            program = (host_cuda.SHIM + headers + rendered.replace(spec.name, "forward")
+                       + f"typedef {_C_TYPES[spec.dtype]} T_;\n" + host_cuda.LAUNCH + _LAUNCH)
+            built[rendered] = host_cuda.build_library(program, folder / f"{spec.name}_{len(built)}")
+        return built[rendered]
+
+    return get
+
+
+def host_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str) -> np.ndarray:
+    """``a ⊗ b`` by the kernel the CUDA engine would launch (on a GPU of one SM: the square tile)."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    strides = [tuple(s // x.itemsize for s in x.strides) for x in (a, b)]
+    plan = plan_forward(a.shape, strides[0], b.shape, strides[1], batch, a.dtype.name, semiring, False, 1, False)
+    assert plan.product.spec.tile == "square" and "PipelinedKernel" in fragment(plan.product.spec)
+    c = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=a.dtype)
+    first, second = (b, a) if plan.swap_operands else (a, b)
+    scalars = np.array(plan.product.scalars, dtype=np.int64)
+    host_kernels(plan.product.spec).launch_forward(
+        ctypes.c_longlong(min(plan.product.grid, 3)), ctypes.c_longlong(plan.product.block),
+        *(ctypes.c_void_p(x.ctypes.data) for x in (first, second, c, scalars)))
+    return c
+
+
+def draw(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Random values with about 2% specials: ±inf and NaN, or the integer extremes."""
+    floats = dtype.startswith("float")
+    x = (rng.standard_normal(shape) if floats else rng.integers(-50, 50, shape)).astype(dtype)
+    specials = [np.inf, -np.inf, np.nan] if floats else [np.iinfo(dtype).min, np.iinfo(dtype).max]
+    if x.size:
+        x.flat[rng.integers(0, x.size, x.size // 50 + 1)] = rng.choice(specials, x.size // 50 + 1)
+    return x
+
+
+def operand(rng: np.random.Generator, rows: int, cols: int, dtype: str, layout: str, offset: int) -> np.ndarray:
+    """A rows × cols view in ``layout``, starting ``offset`` elements into its buffer (1: not 16-byte aligned)."""
+    if layout == "row":
+        return draw(rng, (rows + offset, cols + offset), dtype)[offset:, offset:]
+    return draw(rng, (cols + offset, rows + offset), dtype).T[offset:, offset:]
+
+
+@pytest.mark.parametrize("dtype,semiring,m,k,n", [
+    ("float32", "max_plus", 130, 50, 131), ("float32", "max_plus", 128, 16, 128), ("float32", "max_plus", 1157, 33, 70),
+    ("float32", "max_plus", 129, 0, 140), ("float64", "min_plus", 130, 50, 131), ("float64", "min_plus", 1030, 18, 70),
+    ("float32", "max_times", 129, 35, 130), ("int32", "max_min", 130, 50, 131), ("int64", "min_max", 129, 21, 66)])
+def test_every_layout_and_alignment_matches_the_cpu_engine(host_kernels, dtype, semiring, m, k, n):
+    rng = np.random.default_rng(m + 7 * k + 31 * n)
+    for a_layout in ("row", "col"):
+        for b_layout in ("row", "col"):
+            for offset in (0, 1):
+                a = operand(rng, m, k, dtype, a_layout, offset)
+                b = operand(rng, k, n, dtype, b_layout, offset)
+                want = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring)
+                got = host_product(host_kernels, a, b, semiring)
+                np.testing.assert_array_equal(got, want, err_msg=f"{a_layout} {b_layout} offset {offset}")
+
+
+@pytest.mark.parametrize("shape", [TileShape(128, 128, 16, 8, 8, 2, stages=2), TileShape(128, 256, 16, 8, 16, 1, stages=4),
+                                   TileShape(128, 128, 32, 8, 8, 1, stages=3)])
+def test_other_tiles_and_pipeline_depths(host_kernels, monkeypatch, shape):
+    """Shapes and stage counts benchmarks/tune_tiles.py tries: K of several rounds of the stages, ragged edges."""
+    monkeypatch.setitem(source.PIPELINED_SHAPES, "float32", shape)
+    rng = np.random.default_rng(shape.bn + shape.stages)
+    m, k, n = shape.bm + 3, 5 * shape.stages * shape.bk + 7, shape.bn + 5
+    for a_layout, b_layout in (("row", "row"), ("row", "col"), ("col", "col")):
+        a = operand(rng, m, k, "float32", a_layout, 0)
+        b = operand(rng, k, n, "float32", b_layout, 0)
+        want = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), "max_plus")
+        np.testing.assert_array_equal(host_product(host_kernels, a, b, "max_plus"), want,
+                                      err_msg=f"{shape} {a_layout} {b_layout}")
+
+
+def test_batches_broadcast_with_their_own_strides(host_kernels):
+    rng = np.random.default_rng(5)
+    a, b = draw(rng, (3, 1, 130, 40), "float32"), draw(rng, (4, 40, 140), "float32")
+    np.testing.assert_array_equal(host_product(host_kernels, a, b, "max_plus"), tg.matmul(a, b, "max_plus"))
+    odd = draw(rng, (2, 131, 41), "float32")[:, :130, :40]  # batch and row strides not multiples of 4
+    np.testing.assert_array_equal(host_product(host_kernels, odd, b[:2], "max_plus"), tg.matmul(odd, b[:2], "max_plus"))
