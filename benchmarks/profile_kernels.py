@@ -38,11 +38,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from tropical_gemm.jit import source
 
-    for dtype in list(source.PIPELINED_SHAPES) if args.pipelined else ():
+    for key in list(source.PIPELINED_SHAPES) if args.pipelined else ():  # every dtype and layout
         if args.pipelined == "none":
-            del source.PIPELINED_SHAPES[dtype]
+            del source.PIPELINED_SHAPES[key]
         else:
-            source.PIPELINED_SHAPES[dtype] = source.TileShape(*json.loads(args.pipelined))
+            source.PIPELINED_SHAPES[key] = source.TileShape(*json.loads(args.pipelined))
 
     for dtype, semiring, argmax, size in PRODUCTS:
         if args.only not in f"{dtype} {semiring} {argmax}":

@@ -1,9 +1,10 @@
 """How many K slices a product that cannot fill the GPU should run: the slices' target in blocks per SM.
 
-The engine cuts a product whose output tiles are fewer than the SMs into K
-slices (``engines.cuda.plan.k_splits``) aiming at ``waves`` blocks per SM:
-two for plain products, ``SQUARE_ARGMAX_WAVES`` for the square argmax
-kernels.  This times each case under 0 (no slicing), 1, 2 and 4 waves,
+The engine cuts a product whose output tiles leave the GPU's waves part
+empty into K slices (``engines.cuda.plan.k_splits``), modelling the waves
+of ``waves`` blocks per SM (the square kernels' residency) that each count
+of slices needs.  This times each case with the model filling 0 (no
+slicing), 1, 2 and 4 blocks per SM,
 plain and with argmax, float32 max_plus, as CUDA-graph replays of 20
 ``matmul`` calls into preallocated outputs (the kernels' time, not the
 host's), and marks the policy the engine uses.

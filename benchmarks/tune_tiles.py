@@ -4,8 +4,9 @@ Each candidate runs in a fresh process that swaps one entry of
 ``tropical_gemm.jit.source.TILE_SHAPES`` or ``PIPELINED_SHAPES`` (or the
 preamble's ``TG_UNROLL`` line) before its first kernel is built (all are
 part of the source, hence of the cache key, so candidates never share a
-cache entry).  A pipelined candidate of None removes the dtype from
-``PIPELINED_SHAPES``: the register-staged kernel, for comparison.  The
+cache entry).  A pipelined candidate serves every operand layout of its
+dtype; None removes the dtype from ``PIPELINED_SHAPES``: the
+register-staged kernel, for comparison.  The
 winners go into the tables (or the preamble) by hand, with this script's
 JSON as the record.
 
@@ -24,6 +25,14 @@ from pathlib import Path
 #: (dtype, op, semiring, size, candidate shapes as bm, bn, bk, tm, tn, min_blocks)
 CANDIDATES = [
     ("int64", "forward", "max_plus", 4096, [(64, 64, 8, 4, 4, 2), (64, 64, 16, 4, 4, 2)]),
+    # the argmax tiles: ptxas spills the 2-blocks-per-SM integer ones (and the f64 one of BK 16)
+    ("float32", "forward_argmax", "max_plus", 4096, [(128, 64, 8, 8, 4, 2), (128, 64, 16, 8, 4, 2),
+                                                     (128, 128, 16, 8, 8, 1), (128, 64, 16, 8, 4, 1)]),
+    ("int32", "forward_argmax", "max_plus", 4096, [(128, 64, 8, 8, 4, 2), (128, 64, 8, 8, 4, 1),
+                                                   (128, 64, 16, 8, 4, 1)]),
+    ("float64", "forward_argmax", "max_plus", 4096, [(64, 64, 16, 4, 4, 2), (64, 64, 8, 4, 4, 2),
+                                                     (64, 64, 16, 4, 4, 1)]),
+    ("int64", "forward_argmax", "max_plus", 4096, [(64, 64, 16, 4, 4, 2), (64, 64, 16, 4, 4, 1)]),
 ]
 
 #: (dtype, op, semiring, size, k-loop unroll factors of the square kernel, TG_UNROLL in the preamble)
@@ -47,11 +56,11 @@ cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
 if "shape" in cfg:
     source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
-if "pipelined" in cfg:
+for key in [key for key in source.PIPELINED_SHAPES if "pipelined" in cfg and key[0] == cfg["dtype"]]:
     if cfg["pipelined"] is None:
-        source.PIPELINED_SHAPES.pop(cfg["dtype"])
+        del source.PIPELINED_SHAPES[key]
     else:
-        source.PIPELINED_SHAPES[cfg["dtype"]] = source.TileShape(*cfg["pipelined"])
+        source.PIPELINED_SHAPES[key] = source.TileShape(*cfg["pipelined"])
 if "unroll" in cfg:
     default = source.preamble
     source.preamble = lambda: default().replace("#define TG_UNROLL 4", "#define TG_UNROLL %d" % cfg["unroll"])

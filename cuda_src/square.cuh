@@ -166,12 +166,14 @@ struct SquareKernel {
   }
 
   // The argmax variant reduces each BK-deep slice exactly as the plain
-  // product does and records, per output, the last slice that strictly
-  // improved its value: a compare and a select per output per slice,
-  // instead of a compare and two selects per candidate.  That slice holds
-  // the first k attaining the final value (ties keep the earlier k); the
-  // epilogue stores the slice's first k, and argmax_resolve (or the split-K
-  // combine) finds the winner from there afterwards.
+  // product does and records, per output, the first k of the last slice
+  // that strictly improved its value: a compare and a select per output
+  // per slice, instead of a compare and two selects per candidate.  That
+  // slice holds the first k attaining the final value (ties keep the
+  // earlier k), and argmax_resolve (or the split-K combine) finds the
+  // winner from there afterwards.  A product whose K is one slice deep
+  // compares every candidate instead (consume_each_k): its argmax is exact
+  // where the kernel ends, and no resolve follows.
   //
   // Kernels without the exact path (floats; integers under min and max)
   // reduce the slice on its own (slice_values) and fold it in: ⊕ is exact
@@ -181,7 +183,7 @@ struct SquareKernel {
   // the exact path compare against such a copy: there the slice's own
   // values pushed the tile's registers into spills in the k loop.
   template <bool WIDE>
-  __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, i64 slice,
+  __device__ static void consume(const Smem& s, int buf, int steps, int ty, int tx, int slice_k,
                                  T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     if constexpr (ARGMAX && !EXACT) {
       T part[TM][TN];
@@ -190,7 +192,7 @@ struct SquareKernel {
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = (int)slice;
+          if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = slice_k;
           acc[i][j] = SR::template add<T>(acc[i][j], part[i][j]);
         }
     } else if constexpr (ARGMAX) {
@@ -204,9 +206,31 @@ struct SquareKernel {
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j)
-          if (SR::template better<T>(acc[i][j], before[i][j])) idx[i][j] = (int)slice;
+          if (SR::template better<T>(acc[i][j], before[i][j])) idx[i][j] = slice_k;
     } else {
       consume_values<WIDE>(s, buf, steps, ty, tx, acc);
+    }
+  }
+
+  // Every k of the one slice of a product no deeper than BK, each candidate compared: the winner's k
+  // itself.  One slice is all such a product computes, so its ⊗ is always the exact one (one copy of
+  // the loop, not two).
+  __device__ static void consume_each_k(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
+                                        int (&idx)[TM][TN]) {
+#pragma unroll 1
+    for (int kk = 0; kk < steps; ++kk) {
+      T a[TM], b[TN];
+      fragments(s, buf, kk, ty, tx, a, b);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          const T c = SR::template mul_exact<T>(a[i], b[j]);
+          if (SR::template better<T>(c, acc[i][j])) {
+            acc[i][j] = c;
+            idx[i][j] = kk;
+          }
+        }
     }
   }
 
@@ -260,11 +284,13 @@ struct SquareKernel {
           else { la.template load<true>(ra, next_tame, k_left); lb.template load<true>(rb, next_tame, k_left); }
         }
         const int steps = more ? BK : (int)(K - kt * BK);
-        if constexpr (EXACT) {
-          if (wild) consume<true>(s, buf, steps, ty, tx, kt, acc, idx);
-          else consume<false>(s, buf, steps, ty, tx, kt, acc, idx);
+        if (ARGMAX && k_tiles == 1) {
+          consume_each_k(s, buf, steps, ty, tx, acc, idx);
+        } else if constexpr (EXACT) {
+          if (wild) consume<true>(s, buf, steps, ty, tx, (int)(kt * BK), acc, idx);
+          else consume<false>(s, buf, steps, ty, tx, (int)(kt * BK), acc, idx);
         } else {
-          consume<false>(s, buf, steps, ty, tx, kt, acc, idx);
+          consume<false>(s, buf, steps, ty, tx, (int)(kt * BK), acc, idx);
         }
         if (more) {
           la.store(s.a[buf ^ 1], ra);
@@ -290,7 +316,7 @@ struct SquareKernel {
           } else {
             if (n >= N) continue;
             Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
-            if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j] < 0 ? -1 : idx[i][j] * BK;
+            if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j];
           }
         }
       }

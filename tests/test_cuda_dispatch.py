@@ -39,10 +39,11 @@ def test_batch_strides_zero_where_operand_broadcasts():
      (1, 4096, 4096, 1, ("vector", False)), (4096, 1, 4096, 1, ("vector", True)), (2, 4096, 64, 1, ("skinny", False)),
      # 4 square tiles and no K split: the small family's 64 blocks instead
      (256, 256, 256, 1, ("small", False)), (17, 17, 17, 1, ("small", False)),
-     # 16 tiles x 9 K slices = 144 blocks fill 132 SMs; 16 x 2 do not
-     (512, 512, 2304, 1, ("square", False)), (512, 512, 512, 1, ("small", False)),
+     # 128x256 tiles: 8 tiles x 16 K slices = 128 blocks fill 7/8 of 132 SMs; 8 x 9 do not
+     (1024, 1024, 4096, 1, ("square", False)), (512, 512, 2304, 1, ("small", False)),
+     (1024, 1024, 1024, 1, ("square", False)), (512, 512, 512, 1, ("small", False)),
      # a batch of tiles fills the GPU by itself
-     (128, 128, 64, 132, ("square", False)), (128, 128, 64, 131, ("small", False))],
+     (128, 256, 64, 116, ("square", False)), (128, 256, 64, 115, ("small", False))],
 )
 def test_choose_tile(m, n, k, batches, expected):
     assert cuda_engine.choose_tile(m, n, k, batches, "float32", "forward", sms=132) == expected
@@ -55,10 +56,20 @@ def test_one_sm_always_takes_the_square_family():
 
 @pytest.mark.parametrize(
     "tiles,k,expected",
-    [(1024, 4096, 1), (16, 4096, 16), (16, 300, 1), (2, 2000, 7), (1, 100_000, 264), (131, 10_000, 3)],
+    [(1024, 4096, 1), (16, 4096, 16), (16, 300, 1), (2, 2000, 7), (1, 100_000, 264),
+     # 262 blocks in one wave of 264 beat 393 in two
+     (131, 10_000, 2),
+     # 56 tiles: 4 slices fill one wave (224 blocks); 5 would leave 16 blocks to a second
+     (56, 3000, 4)],
 )
-def test_k_splits_only_when_the_output_cannot_fill_the_gpu(tiles, k, expected):
+def test_k_splits_fill_whole_waves(tiles, k, expected):
     assert cuda_engine.k_splits(tiles, k, sms=132) == expected
+
+
+def test_k_splits_count_the_kernels_residency():
+    """One block per SM (the 128x256 pipelined tile): 32 tiles of 1024 ks take 4 slices, 128 blocks."""
+    assert cuda_engine.k_splits(32, 1024, sms=132, waves=1) == 4
+    assert cuda_engine.k_splits(600, 1024, sms=132, waves=1) == 1  # over 4 waves of tiles: never sliced
 
 
 @pytest.mark.parametrize(("a_shape", "b_shape", "argmax", "expected"), [
@@ -76,8 +87,9 @@ def test_prepared_products_only_for_one_launch_signatures(a_shape, b_shape, argm
     assert cuda_engine.one_launch_each(shape, argmax) is expected
 
 
-def test_square_argmax_products_aim_their_k_slices_at_one_block_per_sm():
-    """Each argmax slice carries its own resolve: 1024³ argmax runs 2 slices where the plain product runs 4."""
+def test_square_products_slice_k_by_their_own_tiles():
+    """1024³: the plain product's 32 tiles of 128x256 (one block per SM) in 4 slices; the argmax's 128 tiles
+    of 128x64 (two blocks per SM) in 2."""
     from tropical_gemm.engines.cuda.plan import plan_forward
 
     def splits(argmax: bool) -> int:
@@ -87,4 +99,18 @@ def test_square_argmax_products_aim_their_k_slices_at_one_block_per_sm():
         return plan.splits
 
     assert (splits(False), splits(True)) == (4, 2)
-    assert cuda_engine.k_splits(128, 1024, sms=132, waves=1) == 2
+    assert cuda_engine.k_splits(128, 1024, sms=132, waves=1) == 1  # one wave of 128 blocks already
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
+def test_a_square_argmax_one_slice_deep_needs_no_resolve(dtype):
+    """K no deeper than the argmax tile's slice: the kernel compares every candidate, and no resolve follows."""
+    from tropical_gemm.engines.cuda.plan import plan_forward
+    from tropical_gemm.jit.source import tile_shape
+
+    def plan(k: int):
+        return plan_forward((300, k), (k, 1), (k, 300), (300, 1), (), dtype, "max_plus", True, 1, True)
+
+    depth = tile_shape(plan(64).spec).bk
+    assert plan(depth).spec.tile == "square" and plan(depth).resolve is None
+    assert plan(depth + 1).resolve is not None

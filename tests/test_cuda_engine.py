@@ -72,7 +72,9 @@ def both_engines(cp, a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool):
 @pytest.mark.parametrize("semiring,dtype", list(itertools.product(SEMIRINGS, DTYPES)))
 @pytest.mark.parametrize("argmax", [False, True])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (67, 45, 133), (130, 9, 257), (3, 300, 5), (200, 17, 2),
-                                   (1, 133, 67), (45, 257, 1), (300, 8, 5), (5, 3, 400)])
+                                   (1, 133, 67), (45, 257, 1), (300, 8, 5), (5, 3, 400),
+                                   # a K of one square slice: the argmax exact in one launch
+                                   (67, 8, 133), (33, 1, 40)])
 def test_forward_matches_cpu_bitwise(cp, family, semiring, dtype, argmax, shape):
     rng = np.random.default_rng(hash((semiring, dtype, argmax, shape)) % 2**32)
     m, k, n = shape

@@ -106,7 +106,8 @@ def test_every_layout_and_alignment_matches_the_cpu_engine(host_kernels, dtype, 
                                    TileShape(128, 128, 32, 8, 8, 1, stages=3)])
 def test_other_tiles_and_pipeline_depths(host_kernels, monkeypatch, shape):
     """Shapes and stage counts benchmarks/tune_tiles.py tries: K of several rounds of the stages, ragged edges."""
-    monkeypatch.setitem(source.PIPELINED_SHAPES, "float32", shape)
+    for layouts in ("rr", "rc", "cr", "cc"):
+        monkeypatch.setitem(source.PIPELINED_SHAPES, ("float32", layouts), shape)
     rng = np.random.default_rng(shape.bn + shape.stages)
     m, k, n = shape.bm + 3, 5 * shape.stages * shape.bk + 7, shape.bn + 5
     for a_layout, b_layout in (("row", "row"), ("row", "col"), ("col", "col")):

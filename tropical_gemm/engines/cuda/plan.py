@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, dynamic_shared_bytes, tile_shape
+from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, TileShape, dynamic_shared_bytes, tile_shape
 from ...jit.spec import KernelSpec, make_spec
 from ...shapes import ProductShape
 from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_strides, fold_batch
@@ -26,18 +26,13 @@ from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_stri
 #: many rows use the skinny family: a square tile would leave most lanes idle.
 SKINNY_MAX_ROWS = 16
 
-#: The tile families whose argmax records slices, resolved to the exact k by a second launch (the
-#: skinny, vector and thin kernels compare every candidate; the baseline is one pass).
+#: The tile families whose argmax records slices, resolved to the exact k by a second launch where K is
+#: deeper than one slice (the skinny, vector and thin kernels compare every candidate; the baseline is one
+#: pass).
 RESOLVED_TILES = ("square", "small")
 
 #: K slices are at least this deep when a product is split along K.
 MIN_SPLIT_K = 256
-
-#: Blocks per SM that the K slices of a square argmax product aim at.  Each
-#: slice of an argmax product ends with its own argmax resolve and its
-#: partials carry indices, so fewer, deeper slices win where a plain
-#: product gains from a second wave (`benchmarks/split_k.py`).
-SQUARE_ARGMAX_WAVES = 1
 
 #: The largest grid a launch asks for; the kernels loop over what lies beyond it.
 GRID_LIMIT = 2**31 - 1
@@ -116,8 +111,9 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
     * "vector" when M or N is 1 (a matrix-vector product), "skinny" when it
       is at most ``SKINNY_MAX_ROWS``: a square tile would leave most lanes
       idle;
-    * "square", the tuned register tile (128×128 for 4-byte types), when its
-      blocks, K slices included, give every SM at least one;
+    * "square", the tuned tiles (``source.tile_shape``: 128×256 for 4-byte
+      types in the plain product of row-major operands), when its blocks,
+      K slices included, occupy at least 7/8 of the SMs;
     * "small", a 32×32 tile, otherwise: a product too small to fill the GPU
       with large tiles gets up to 16 times as many blocks, and its kernel
       compiles in about a third of the time, which a first call waits for.
@@ -129,26 +125,52 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
         return "vector" if min(m, n) == 1 else "skinny", n < m
     square = tile_shape(make_spec(op, semiring, dtype))
     tiles = -(-m // square.bm) * -(-n // square.bn) * batches
-    if tiles * k_splits(tiles, k, sms) >= sms:
+    if tiles * k_splits(tiles, k, sms, _blocks_per_sm(square, "square")) >= sms * _FILLED:
         return "square", False
     return "small", False
 
 
+#: The share of the SMs the square family's blocks (K slices included) must occupy to be chosen.
+_FILLED = 7 / 8
+
+
 def k_splits(tiles: int, k: int, sms: int, waves: int = 2) -> int:
-    """K slices to run side by side when the output alone has too few tiles to fill the GPU.
+    """K slices to run side by side where the output's tiles leave the GPU's waves part empty.
 
     ⊕ is exact and associative, so slices combine to the same bits; the
-    argmax keeps the earliest slice that attains the result.  The slices aim
-    at ``waves`` blocks per SM: two for a plain product, one for the square
-    argmax kernels (``SQUARE_ARGMAX_WAVES``).
+    argmax keeps the earliest slice that attains the result.  ``waves`` is
+    the blocks each SM runs at once.  The count taken is the one whose
+    modelled time is least (``_sliced_time``): the waves its blocks need,
+    each as long as a slice plus a block's fixed cost, and the partial
+    results written and combined.  That avoids a second, nearly empty
+    wave: 56 tiles in 5 slices need 280 blocks, one wave of 264 and 16
+    more, where 4 slices fit in one.
     """
-    if tiles >= sms or k < 2 * MIN_SPLIT_K:
+    slots = waves * sms
+    if tiles >= _SPLIT_WAVES * slots or k < 2 * MIN_SPLIT_K:
         return 1
-    return max(1, min(-(-waves * sms // tiles), k // MIN_SPLIT_K))
+    most = min(k // MIN_SPLIT_K, -(-_SPLIT_WAVES * slots // tiles))
+    return min(range(1, most + 1), key=lambda splits: _sliced_time(tiles, k, slots, splits))
 
 
-def _waves(tile: str, op: str) -> int:
-    return SQUARE_ARGMAX_WAVES if (tile, op) == ("square", "forward_argmax") else 2
+#: Products with at least this many waves of tiles are never sliced: their last wave is a small part.
+_SPLIT_WAVES = 4
+#: A block's fixed cost (its pipeline's fill, its epilogue), in k steps of its own loop.
+_BLOCK_K = 64
+#: One slice's partial results, written and read again by the combine, in k steps of a full wave per
+#: wave's worth of outputs: 8 bytes an output at memory speed against 2 operations a k step.
+_PARTIAL_K = 33
+
+
+def _sliced_time(tiles: int, k: int, slots: int, splits: int) -> float:
+    """The modelled time of ``splits`` K slices, in k steps of one full wave."""
+    waves = -(-tiles * splits // slots)
+    return waves * (k / splits + _BLOCK_K) + (splits > 1) * _PARTIAL_K * splits * tiles / slots
+
+
+def _blocks_per_sm(shape: TileShape, tile: str) -> int:
+    """What the K slices of a product aim to fill: the square kernels' residency, two blocks elsewhere."""
+    return shape.min_blocks if tile == "square" else 2
 
 
 def layout(row_stride: int, col_stride: int) -> str:
@@ -182,8 +204,9 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())
     per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
     resolve, b_copy, scratch_bytes = None, None, 0
-    if argmax and tile in RESOLVED_TILES:
-        # the square argmax left slices' first k in idx: the resolve reads the same arguments, and the slice depth
+    if argmax and tile in RESOLVED_TILES and k > shape.bk:
+        # the square argmax left slices' first k in idx (a K of one slice: the winners themselves, no resolve):
+        # the resolve reads the same arguments, and the slice depth
         operands = scalars
         if copy_b_for_the_resolve(b_shape, b_strides, m * n * batches):
             b_copy = transpose_plan(dtype, k, n, b_sk, b_sn)
@@ -196,7 +219,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         product=Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars,
                      shared_bytes=dynamic_shared_bytes(spec)), resolve=resolve,
         baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
-        swap_operands=transpose, splits=k_splits(tiles, k, sms, _waves(tile, op)) if may_split else 1,
+        swap_operands=transpose, splits=k_splits(tiles, k, sms, _blocks_per_sm(shape, tile)) if may_split else 1,
         b_copy=b_copy, scratch_bytes=scratch_bytes,
     )
 
