@@ -39,15 +39,20 @@ CANDIDATES = [
 UNROLLS = [("float32", "forward", "max_plus", 4096, [16, 8, 4]), ("int32", "forward", "max_plus", 4096, [16, 8, 4]),
            ("float32", "forward_argmax", "max_plus", 4096, [16, 4])]
 
-#: (dtype, semiring, size, operand orders ("C", "F", or A's then B's), pipelined shapes as bm, bn, bk, tm,
-#: tn, min_blocks, unroll, stages; None: the register-staged kernel)
+#: (dtype, op, semiring, size, operand orders ("C", "F", or A's then B's), pipelined shapes as bm, bn, bk,
+#: tm, tn, min_blocks, unroll, stages; None: the register-staged kernel)
 _F32 = [None, (128, 128, 16, 8, 8, 2, 0, 3), (128, 128, 16, 8, 8, 2, 0, 4), (128, 128, 32, 8, 8, 2, 0, 2),
         (128, 128, 16, 8, 8, 1, 0, 4), (128, 256, 16, 8, 16, 1, 0, 3), (128, 256, 16, 8, 16, 1, 0, 4),
         (128, 256, 32, 8, 16, 1, 0, 3), (256, 128, 16, 16, 8, 1, 0, 3)]
 _F64 = [None, (64, 64, 16, 4, 4, 2, 0, 3), (64, 64, 16, 4, 4, 2, 0, 4), (128, 64, 16, 8, 4, 2, 0, 3),
         (64, 128, 16, 4, 8, 2, 0, 3), (128, 128, 16, 8, 8, 1, 0, 3), (128, 128, 8, 8, 8, 1, 0, 4)]
-PIPELINES = [("float32", "max_plus", 4096, order, _F32) for order in ("C", "F", "CF")]
-PIPELINES += [("float64", "max_plus", 4096, order, _F64) for order in ("C", "F")]
+_F32_ARGMAX = [None, (128, 128, 16, 8, 8, 1, 0, 3), (128, 128, 32, 8, 8, 1, 0, 2), (128, 128, 8, 8, 8, 1, 0, 4),
+               (128, 64, 16, 8, 4, 2, 0, 3)]
+_F64_ARGMAX = [None, (64, 64, 16, 4, 4, 2, 0, 3), (64, 64, 8, 4, 4, 2, 0, 4), (128, 64, 16, 8, 4, 1, 0, 3)]
+PIPELINES = [("float32", "forward", "max_plus", 4096, order, _F32) for order in ("C", "F", "CF")]
+PIPELINES += [("float64", "forward", "max_plus", 4096, order, _F64) for order in ("C", "F")]
+PIPELINES += [("float32", "forward_argmax", "max_plus", 4096, order, _F32_ARGMAX) for order in ("C", "F")]
+PIPELINES += [("float64", "forward_argmax", "max_plus", 4096, "C", _F64_ARGMAX)]
 
 CHILD = r"""
 import json, sys
@@ -56,7 +61,7 @@ cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
 if "shape" in cfg:
     source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
-for key in [key for key in source.PIPELINED_SHAPES if "pipelined" in cfg and key[0] == cfg["dtype"]]:
+for key in [key for key in source.PIPELINED_SHAPES if "pipelined" in cfg and key[:2] == (cfg["op"], cfg["dtype"])]:
     if cfg["pipelined"] is None:
         del source.PIPELINED_SHAPES[key]
     else:
@@ -77,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--only", choices=("shapes", "unrolls", "pipelined"), help="one kind of candidate")
+    parser.add_argument("--op", choices=("forward", "forward_argmax"), help="one op's candidates")
     args = parser.parse_args(argv)
     rows = []
     kinds = {
@@ -84,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
                    for d, o, s, n, shapes in CANDIDATES for shape in shapes],
         "unrolls": [{"dtype": d, "op": o, "semiring": s, "size": n, "unroll": u}
                     for d, o, s, n, unrolls in UNROLLS for u in unrolls],
-        "pipelined": [{"dtype": d, "op": "forward", "semiring": s, "size": n, "order": order, "pipelined": p}
-                      for d, s, n, order, shapes in PIPELINES for p in shapes],
+        "pipelined": [{"dtype": d, "op": o, "semiring": s, "size": n, "order": order, "pipelined": p}
+                      for d, o, s, n, order, shapes in PIPELINES for p in shapes],
     }
-    configs = [cfg for kind, listed in kinds.items() if args.only in (None, kind) for cfg in listed]
+    configs = [cfg for kind, listed in kinds.items() if args.only in (None, kind) for cfg in listed
+               if args.op in (None, cfg["op"])]
     for cfg in configs:
         dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
         done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,

@@ -201,8 +201,15 @@ __device__ __forceinline__ bool runs_aligned(const T* p, i64 contiguous_stride, 
 // which keeps both groups in registers beside the accumulators.  Output
 // tiles are visited in groups of SWIZZLE rows of tiles, so that the blocks
 // resident together share B's column panels in L2.
-template <class SR, class T, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL, int STAGES,
-          int SMEM_BYTES>
+//
+// The argmax variant computes each slice's own ⊕ apart (part, from the
+// zero), then folds it in and records, per output, the first k of the last
+// slice that strictly improved it, as the square kernel does (square.cuh:
+// the same values bit for bit, ⊕ being exact and associative, and the same
+// slice for argmax_resolve to search); a product one slice deep compares
+// every candidate instead and needs no resolve.
+template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
+          int STAGES, int SMEM_BYTES>
 struct PipelinedKernel {
   static constexpr int V = 16 / sizeof(T);
   static constexpr int THREADS = (BM / TM) * (BN / TN);
@@ -250,8 +257,11 @@ struct PipelinedKernel {
     }
   }
 
-  // The last, partial slice: one k at a time.
-  __device__ static void partial_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
+  // A slice one k at a time (the last, partial one).  EACH_K: every candidate compared with its output, the
+  // winner's k kept in idx (a product one slice deep, whose argmax needs no resolve).
+  template <bool EACH_K>
+  __device__ static void partial_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
+                                       int (&idx)[TM][TN]) {
     for (int kk = 0; kk < steps; ++kk) {
       T a[TM], b[TN];
       StageA::step(s.a[buf], kk, ty, a);
@@ -259,13 +269,49 @@ struct PipelinedKernel {
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+        for (int j = 0; j < TN; ++j) {
+          if constexpr (EACH_K) {
+            const T c = SR::template mul_fast<T>(a[i], b[j]);
+            if (SR::template better<T>(c, acc[i][j])) {
+              acc[i][j] = c;
+              idx[i][j] = kk;
+            }
+          } else {
+            acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+          }
+        }
     }
   }
 
-  __device__ static void run(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, i64 M, i64 N,
-                             i64 K, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, i64 batches,
-                             const Batch& bt) {
+  // Slice kt (steps ks of it) into acc; the argmax's slice apart, then folded in (see the struct's comment).
+  __device__ static void slice(const Smem& s, int buf, int steps, i64 kt, int ty, int tx, T (&acc)[TM][TN],
+                               int (&idx)[TM][TN]) {
+    if constexpr (ARGMAX) {
+      T part[TM][TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) part[i][j] = SR::template zero<T>();
+      if (steps == BK) full_slice(s, buf, ty, tx, part);
+      else partial_slice<false>(s, buf, steps, ty, tx, part, idx);
+      const int first_k = (int)(kt * BK);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = first_k;
+          acc[i][j] = SR::template add<T>(acc[i][j], part[i][j]);
+        }
+    } else if (steps == BK) {
+      full_slice(s, buf, ty, tx, acc);
+    } else {
+      partial_slice<false>(s, buf, steps, ty, tx, acc, idx);
+    }
+  }
+
+  __device__ static void run(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                             int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn,
+                             i64 c_sm, i64 c_sn, i64 batches, const Batch& bt) {
     Smem& s = *reinterpret_cast<Smem*>(dynamic_shared());
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
     const i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
@@ -299,10 +345,14 @@ struct PipelinedKernel {
       };
 
       T acc[TM][TN];
+      int idx[TM][TN];  // the argmax's; unused (and dropped by the compiler) in the plain product
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = SR::template zero<T>();
+        for (int j = 0; j < TN; ++j) {
+          acc[i][j] = SR::template zero<T>();
+          idx[i][j] = -1;
+        }
 
 #pragma unroll
       for (int kt = 0; kt < STAGES - 1; ++kt) stage(kt);
@@ -313,15 +363,16 @@ struct PipelinedKernel {
         __syncthreads();
         stage(kt + STAGES - 1);
         const int buf = (int)(kt % STAGES);
-        const i64 steps = K - kt * BK;
-        if (steps >= BK) full_slice(s, buf, ty, tx, acc);
-        else partial_slice(s, buf, (int)steps, ty, tx, acc);
+        const int steps = K - kt * BK < BK ? (int)(K - kt * BK) : BK;
+        if (ARGMAX && k_tiles == 1) partial_slice<true>(s, buf, steps, ty, tx, acc, idx);
+        else slice(s, buf, steps, kt, ty, tx, acc, idx);
       }
       // No copy in flight, and every thread done reading, before the next tile's copies.
       copies_landed<0>();
       __syncthreads();
 
       T* Cb = C + batch * M * N;
+      int* Ib = ARGMAX ? IDX + batch * M * N : nullptr;
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         const i64 m = m0 + StageA::line_of(i, ty);
@@ -329,7 +380,9 @@ struct PipelinedKernel {
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
           const i64 n = n0 + StageB::line_of(j, tx);
-          if (n < N) Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
+          if (n >= N) continue;
+          Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
+          if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j];
         }
       }
     }

@@ -39,11 +39,10 @@ def test_batch_strides_zero_where_operand_broadcasts():
      (1, 4096, 4096, 1, ("vector", False)), (4096, 1, 4096, 1, ("vector", True)), (2, 4096, 64, 1, ("skinny", False)),
      # 4 square tiles and no K split: the small family's 64 blocks instead
      (256, 256, 256, 1, ("small", False)), (17, 17, 17, 1, ("small", False)),
-     # 128x256 tiles: 8 tiles x 16 K slices = 128 blocks fill 7/8 of 132 SMs; 8 x 9 do not
-     (1024, 1024, 4096, 1, ("square", False)), (512, 512, 2304, 1, ("small", False)),
-     (1024, 1024, 1024, 1, ("square", False)), (512, 512, 512, 1, ("small", False)),
-     # a batch of tiles fills the GPU by itself
-     (128, 256, 64, 116, ("square", False)), (128, 256, 64, 115, ("small", False))],
+     # 16 tiles x 9 K slices = 144 blocks fill 132 SMs; 16 x 2 do not
+     (512, 512, 2304, 1, ("square", False)), (512, 512, 512, 1, ("small", False)),
+     # a batch of tiles fills 7/8 of the SMs by itself
+     (128, 128, 64, 116, ("square", False)), (128, 128, 64, 115, ("small", False))],
 )
 def test_choose_tile(m, n, k, batches, expected):
     assert cuda_engine.choose_tile(m, n, k, batches, "float32", "forward", sms=132) == expected
@@ -67,7 +66,7 @@ def test_k_splits_fill_whole_waves(tiles, k, expected):
 
 
 def test_k_splits_count_the_kernels_residency():
-    """One block per SM (the 128x256 pipelined tile): 32 tiles of 1024 ks take 4 slices, 128 blocks."""
+    """One block per SM (a 128x256 tile): 32 tiles of 1024 ks take 4 slices, 128 blocks."""
     assert cuda_engine.k_splits(32, 1024, sms=132, waves=1) == 4
     assert cuda_engine.k_splits(600, 1024, sms=132, waves=1) == 1  # over 4 waves of tiles: never sliced
 
@@ -88,8 +87,8 @@ def test_prepared_products_only_for_one_launch_signatures(a_shape, b_shape, argm
 
 
 def test_square_products_slice_k_by_their_own_tiles():
-    """1024³: the plain product's 32 tiles of 128x256 (one block per SM) in 4 slices; the argmax's 128 tiles
-    of 128x64 (two blocks per SM) in 2."""
+    """1024³: the plain product's 64 tiles of 128x128 (two blocks per SM) in 4 slices; the argmax's 64 tiles
+    of 128x128 (one block per SM) in 2."""
     from tropical_gemm.engines.cuda.plan import plan_forward
 
     def splits(argmax: bool) -> int:

@@ -23,14 +23,14 @@ import host_cuda
 import tropical_gemm as tg
 from tropical_gemm.engines.cuda.plan import plan_forward
 from tropical_gemm.jit import source
-from tropical_gemm.jit.source import TileShape, fragment, header_sources
+from tropical_gemm.jit.source import TileShape, fragment, header_sources, tile_shape
 
 _HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "pipelined.cuh")
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _LAUNCH = r"""
-extern "C" void launch_forward(long long grid, long long block, const void* A, const void* B, void* C,
+extern "C" void launch_forward(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
                                const long long* s) {
-  launch(grid, block, [=] { forward((const T_*)A, (const T_*)B, (T_*)C, nullptr, s[0], s[1], s[2], s[3], s[4],
+  launch(grid, block, [=] { forward((const T_*)A, (const T_*)B, (T_*)C, IDX, s[0], s[1], s[2], s[3], s[4],
                                     s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
                                     s[17]); });
 }
@@ -54,19 +54,22 @@ def host_kernels(tmp_path_factory):
     return get
 
 
-def host_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str) -> np.ndarray:
-    """``a ⊗ b`` by the kernel the CUDA engine would launch (on a GPU of one SM: the square tile)."""
+def host_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool = False):
+    """``a ⊗ b`` by the kernel the CUDA engine would launch (on a GPU of one SM: the square tile); with the
+    argmax, also the k it recorded per output (before any resolve) and the plan."""
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     strides = [tuple(s // x.itemsize for s in x.strides) for x in (a, b)]
-    plan = plan_forward(a.shape, strides[0], b.shape, strides[1], batch, a.dtype.name, semiring, False, 1, False)
+    plan = plan_forward(a.shape, strides[0], b.shape, strides[1], batch, a.dtype.name, semiring, argmax, 1, False)
     assert plan.product.spec.tile == "square" and "PipelinedKernel" in fragment(plan.product.spec)
     c = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=a.dtype)
+    idx = np.full(c.shape, -7, dtype=np.int32)
     first, second = (b, a) if plan.swap_operands else (a, b)
     scalars = np.array(plan.product.scalars, dtype=np.int64)
     host_kernels(plan.product.spec).launch_forward(
         ctypes.c_longlong(min(plan.product.grid, 3)), ctypes.c_longlong(plan.product.block),
-        *(ctypes.c_void_p(x.ctypes.data) for x in (first, second, c, scalars)))
-    return c
+        *(ctypes.c_void_p(x.ctypes.data) for x in (first, second, c)),
+        ctypes.c_void_p(idx.ctypes.data if argmax else None), ctypes.c_void_p(scalars.ctypes.data))
+    return (c, idx, plan) if argmax else c
 
 
 def draw(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -107,7 +110,7 @@ def test_every_layout_and_alignment_matches_the_cpu_engine(host_kernels, dtype, 
 def test_other_tiles_and_pipeline_depths(host_kernels, monkeypatch, shape):
     """Shapes and stage counts benchmarks/tune_tiles.py tries: K of several rounds of the stages, ragged edges."""
     for layouts in ("rr", "rc", "cr", "cc"):
-        monkeypatch.setitem(source.PIPELINED_SHAPES, ("float32", layouts), shape)
+        monkeypatch.setitem(source.PIPELINED_SHAPES, ("forward", "float32", layouts), shape)
     rng = np.random.default_rng(shape.bn + shape.stages)
     m, k, n = shape.bm + 3, 5 * shape.stages * shape.bk + 7, shape.bn + 5
     for a_layout, b_layout in (("row", "row"), ("row", "col"), ("col", "col")):
@@ -116,6 +119,30 @@ def test_other_tiles_and_pipeline_depths(host_kernels, monkeypatch, shape):
         want = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), "max_plus")
         np.testing.assert_array_equal(host_product(host_kernels, a, b, "max_plus"), want,
                                       err_msg=f"{shape} {a_layout} {b_layout}")
+
+
+@pytest.mark.parametrize("dtype,semiring", [("float32", "max_plus"), ("float64", "min_plus"), ("int32", "max_min")])
+@pytest.mark.parametrize("k", [1, 16, 77])
+def test_the_argmax_records_the_winners_slice_or_the_winner(host_kernels, dtype, semiring, k):
+    """Values as the CPU engine's; the recorded k is the first of the slice holding the winner (the smallest
+    k attaining the result), which argmax_resolve searches, or, for a K one slice deep, the winner itself and
+    no resolve in the plan.  Small integers: many ties, across slices and within them."""
+    rng = np.random.default_rng(k)
+    for a_layout, b_layout in (("row", "row"), ("col", "row"), ("col", "col")):
+        a = operand(rng, 131, k, dtype, a_layout, 0)
+        b = operand(rng, k, 133, dtype, b_layout, 0)
+        if dtype != "int32":
+            a, b = np.round(a), np.round(b)
+        want, want_k = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring, argmax=True)
+        got, got_k, plan = host_product(host_kernels, a, b, semiring, argmax=True)
+        depth = tile_shape(plan.product.spec).bk
+        np.testing.assert_array_equal(got, want)
+        if k <= depth:
+            assert plan.resolve is None
+            np.testing.assert_array_equal(got_k, want_k)
+        else:
+            assert plan.resolve is not None
+            np.testing.assert_array_equal(got_k, np.where(want_k < 0, -1, want_k // depth * depth))
 
 
 def test_batches_broadcast_with_their_own_strides(host_kernels):
