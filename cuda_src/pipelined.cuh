@@ -116,11 +116,14 @@ struct StagedOperand {
   }
 
   // CHECK_K: the slice is the last, with k_left (< BK) ks in the operand; ks past them are not copied.
+  // The copies of one element each (operands not 16-byte aligned) stay a loop: unrolled, their code was
+  // near half of a kernel's compile.
   template <int UNIT, bool CHECK_K>
   __device__ static void copy(Tile& s, const Cursor& c, int k_left) {
     constexpr int PER = LINES * BK / UNIT / THREADS;
     constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
-#pragma unroll
+    constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
+#pragma unroll UNROLLED
     for (int r = 0; r < PER; ++r) {
       const int line = LINE_K ? c.line + r * RUN_STEP : c.line, kk = LINE_K ? c.kk : c.kk + r * RUN_STEP;
       const int left = k_left - kk;

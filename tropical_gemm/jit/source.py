@@ -78,6 +78,9 @@ _SQUARE_I64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)  # BK=16 beat 8: tune-ti
 _ARGMAX_4_BYTE_WIDE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
 _ARGMAX_4_BYTE_LEAN = TileShape(128, 64, 8, 8, 4, min_blocks=2)
 _ARGMAX_4_BYTE = _ARGMAX_4_BYTE_LEAN
+# int32 (with the exact path): two blocks per SM spilled the lean tile's registers; at one block of
+# 16-deep slices it has none, and ran 5% faster (tune-tiles-argmax-H200-2026-11-28.json).
+_ARGMAX_I32 = TileShape(128, 64, 16, 8, 4, min_blocks=1)
 _ARGMAX_8_BYTE = TileShape(64, 64, 16, 4, 4, min_blocks=2)
 # Products too small to fill the GPU with the tiles above: 16 times the
 # blocks, and BK=8 keeps the unrolled body, so the compile, short.
@@ -107,7 +110,8 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("square", "int32", "forward"): _SQUARE_I32,
     ("square", "float64", "forward"): _SQUARE_F64,
     ("square", "int64", "forward"): _SQUARE_I64,
-    **{("square", d, "forward_argmax"): _ARGMAX_4_BYTE for d in ("float32", "int32")},
+    ("square", "float32", "forward_argmax"): _ARGMAX_4_BYTE,
+    ("square", "int32", "forward_argmax"): _ARGMAX_I32,
     **{("square", d, "forward_argmax"): _ARGMAX_8_BYTE for d in ("float64", "int64")},
     **{("small", d, op): _SMALL for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
     **{("skinny", d, op): _SKINNY_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
@@ -123,26 +127,24 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
 
 #: The pipelined square kernel's shape per (op, dtype, operand layouts: A's then B's first letter), for the
 #: square family's products without the exact integer path; measured on an H200 by
-#: benchmarks/tune_tiles.py (tune-tiles-pipelined-H200-2026-11-28.json, tune-tiles-argmax-...).  The
-#: 128×256 tile ran 3% faster on row-major operands but compiled in 2.9 s, over issue 32's 2.0 s budget.
-#: The integer dtypes (max_min, min_max) take the shapes of the floats of their width.
-_PIPELINED_4_BYTE = {"rr": TileShape(128, 128, 16, 8, 8, min_blocks=2, stages=3),
+#: benchmarks/tune_tiles.py (tune-tiles-pipelined-H200-2026-11-28.json, tune-tiles-argmax-...).  Where B is
+#: row-major the 128×256 tile with 32-deep slices won; 2 unrolled groups keep its compile within issue
+#: 32's budget.  The integer dtypes (max_min, min_max) take the shapes of the floats of their width.
+_PIPELINED_4_BYTE = {"rr": TileShape(128, 256, 32, 8, 16, min_blocks=1, unroll=2, stages=3),
                      "rc": TileShape(256, 128, 16, 16, 8, min_blocks=1, stages=3),
-                     "cr": TileShape(128, 128, 16, 8, 8, min_blocks=2, stages=3),
+                     "cr": TileShape(128, 256, 32, 8, 16, min_blocks=1, unroll=2, stages=3),
                      "cc": TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)}
 _PIPELINED_8_BYTE = {"rr": TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3),
                      "rc": TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3),
                      "cr": TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=4),
                      "cc": TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=4)}
+#: The argmax: the pipelined kernel beat the register-staged one on row-major operands only (by 2.5%, f32);
+#: elsewhere it was as fast or slower (f64; column-major B) or spilled (row-major A, column-major B).
 _PIPELINED_ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3)
-_PIPELINED_ARGMAX_8_BYTE = TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=3)
 PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("forward", d, layouts): shape for d in ("float32", "int32") for layouts, shape in _PIPELINED_4_BYTE.items()},
     **{("forward", d, layouts): shape for d in ("float64", "int64") for layouts, shape in _PIPELINED_8_BYTE.items()},
-    **{("forward_argmax", d, layouts): _PIPELINED_ARGMAX_4_BYTE for d in ("float32", "int32")
-       for layouts in _PIPELINED_4_BYTE},
-    **{("forward_argmax", d, layouts): _PIPELINED_ARGMAX_8_BYTE for d in ("float64", "int64")
-       for layouts in _PIPELINED_8_BYTE},
+    **{("forward_argmax", d, "rr"): _PIPELINED_ARGMAX_4_BYTE for d in ("float32", "int32")},
 }
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.
