@@ -1,4 +1,4 @@
-"""NVRTC compile time of every catalogue kernel, one at a time, against the 1.0 s budget.
+"""NVRTC compile time of every catalogue kernel, one at a time, against the budgets of issue 32.
 
 Each spec of ``tropical_gemm.jit.catalogue()`` is compiled for sm_90 (cubin)
 on its own, in this process, straight through the registry's compiler (no
@@ -6,7 +6,8 @@ cache layer is consulted or written; ``CUDA_CACHE_DISABLE=1`` and empty
 cache folders are set anyway, so nothing else can hide a compile).  ptxas's
 resource report (``--ptxas-options=-v``: a report only, the code is the
 same) gives each kernel's registers and spill bytes.  Tuned kernels (every
-forward family but ``baseline``) must compile in ``BUDGET_S`` or less.
+kernel but the baseline forwards) must compile in ``BUDGET_S`` or less, the
+baseline forwards, which a first call waits for, in ``BASELINE_BUDGET_S``.
 
     python benchmarks/compile_times.py [--only REGEX] [--repeat N] [--out benchmarks/results]
 
@@ -31,8 +32,10 @@ from pathlib import Path
 
 from results_file import pyplot, save_figure, save_report  # benchmarks/ is this script's own directory
 
-#: The compile-time budget of a tuned kernel on the device machine (issue 15).
-BUDGET_S = 1.0
+#: The compile-time budgets on the device machine (issue 32; issue 15's 1.0 s for a tuned kernel became
+#: 2.0 s when the pipelined square kernels' larger tiles came, their compiles hidden by tiering).
+BUDGET_S = 2.0
+BASELINE_BUDGET_S = 0.2
 _REGISTERS = re.compile(r"Used (\d+) registers")
 _SPILLS = re.compile(r"(\d+) bytes spill stores")
 
@@ -100,13 +103,13 @@ def run(only: str, repeat: int = 1) -> dict[str, object]:
     for i, spec in enumerate(specs):
         rows.append(compile_one(spec, repeat))
         print(f"[{i + 1}/{len(specs)}] {spec.name} {rows[-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
-    over = [r["name"] for r in rows if r["tuned"] and r["seconds"] > BUDGET_S]
+    over = [r["name"] for r in rows if r["seconds"] > (BUDGET_S if r["tuned"] else BASELINE_BUDGET_S)]
     return {"environment": {"device": host(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                             "nvrtc": ".".join(map(str, nvrtc_version())), "cpus": os.cpu_count(),
                             "python": platform.python_version(), "commit": os.environ.get("TG_COMMIT", "")},
             "command": "python benchmarks/compile_times.py" + (f" --only '{only}'" if only else "")
             + (f" --repeat {repeat}" if repeat > 1 else ""),
-            "budget_s": BUDGET_S, "kernels": rows, "over_budget": over,
+            "budget_s": BUDGET_S, "baseline_budget_s": BASELINE_BUDGET_S, "kernels": rows, "over_budget": over,
             "total_s": sum(r["seconds"] for r in rows)}
 
 
@@ -118,7 +121,8 @@ def table(report: dict[str, object]) -> list[str]:
         median = times[len(times) // 2][0]
         lines.append(f"{fam:<15} {len(times):7d} {median:11.2f} {times[-1][0]:8.2f}  {times[-1][1]}")
     lines.append(f"total {report['total_s']:.1f} s over {len(rows)} kernels on {report['environment']['device']}; "
-                 f"tuned kernels over {report['budget_s']} s: {len(report['over_budget'])} "
+                 f"kernels over budget ({report['budget_s']} s tuned, {report['baseline_budget_s']} s baseline): "
+                 f"{len(report['over_budget'])} "
                  + ", ".join(report["over_budget"][:8]))
     return lines
 

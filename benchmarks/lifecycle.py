@@ -6,11 +6,18 @@ one call, synchronises and exits without waiting for anything itself (its
 background compiles are under way), then a second run on the cache the first
 left.  For every process it records the exit status and stderr (anything but
 the script's own output is a failure), the time to the first result (from
-before ``import tropical_gemm``, the CUDA context already up, to the result
-synchronised on the GPU), which tier served the first launch, our compiles
-in the call, and what was on disk after the run.  Second runs also time one
-more call on the GPU's clock (for torch, the forward alone): the tuned kernel
-at work.
+before ``import tropical_gemm``, the CUDA context already up and the inputs
+already on the GPU, to the result synchronised on the GPU), which tier served
+the first launch, our compiles in the call, and what was on disk after the
+run.  Second runs also time one more identical call on the GPU's clock (for
+torch, the forward alone): the tuned kernel at work.
+
+The stories are ``startup.py``'s (``max_plus`` on cupy, torch forward and
+backward) and wider ones: larger and float64 ``max_plus``; ``and_or``'s plain
+product on random bools (density 0.5), on tensor cores on sm_80 and later;
+an ``and_or`` einsum, the triangle ``ij,jk,ki->i`` of three 2048² bool
+operands (a product, then a batched one on a transposed operand); and the
+counting product ``count_max_plus`` of (values, counts) pairs.
 
     python benchmarks/lifecycle.py [--out DIR] [--repeats 20] [--jobs 4] [--stories NAME ...]
 
@@ -22,6 +29,7 @@ and prints the table.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -31,33 +39,134 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_file import RESULTS, save_report  # noqa: E402
 import startup  # noqa: E402
 from startup import compile_bytecode, environment  # noqa: E402
 
-#: name -> (front end, dtype, M=K=N, argmax): startup.py's stories and three larger or wider ones.
-STORIES: dict[str, tuple[str, str, int, bool]] = {
-    **startup.STORIES,
-    "cupy f32 max_plus 4096³": ("cupy", "float32", 4096, False),
-    "cupy f64 max_plus 1024³": ("cupy", "float64", 1024, False),
-    "torch f32 max_plus 4096³, forward + backward": ("torch", "float32", 4096, True),
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Story(NamedTuple):
+    """One user story: its front end (``cupy`` or ``torch``), dtype, M=K=N, argmax, and the call (a key of CALLS).
+
+    ``front`` puts the operands on the GPU (torch: tensors that require grad)
+    and times the call; ``call`` makes them and makes the call.  (Named
+    tuples, not dataclasses: the tests load this script under a name that is
+    not in ``sys.modules``, where a dataclass cannot resolve its annotations.)
+    """
+
+    front: str
+    dtype: str
+    size: int
+    argmax: bool
+    call: str
+
+
+class Call(NamedTuple):
+    """What a story's script does: its operands (host arrays from a seeded generator) and its one call.
+
+    ``run(tg, story, inputs)`` is the script's call; ``timed`` the one more
+    call of the second run on the GPU's clock, where it differs (torch: the
+    forward alone).
+    """
+
+    operands: Callable[["np.random.Generator", Story], list]
+    run: Callable[[ModuleType, Story, list], object]
+    timed: Callable[[ModuleType, Story, list], object] | None = None
+
+
+#: The and_or einsum's network: a triangle, whether each i closes one (ij, jk, ki of one size).
+TRIANGLE = "ij,jk,ki->i"
+
+
+def _integers(rng: "np.random.Generator", story: Story, count: int = 2) -> list:
+    """``count`` square operands of the story's dtype, integers in [-1000, 1000)."""
+    return [rng.integers(-1000, 1000, (story.size, story.size)).astype(story.dtype) for _ in range(count)]
+
+
+def _truths(rng: "np.random.Generator", story: Story, count: int = 2) -> list:
+    """``count`` square bool operands, each entry true with probability 0.5."""
+    return [rng.random((story.size, story.size)) < 0.5 for _ in range(count)]
+
+
+def _triangle_truths(rng: "np.random.Generator", story: Story) -> list:
+    return _truths(rng, story, TRIANGLE.count(",") + 1)
+
+
+def _pairs(rng: "np.random.Generator", story: Story) -> list:
+    """Two (values, counts) operands, flattened: values, counts (1 to 4 ways, int64 as the engine keeps them), ..."""
+    return [x for values in _integers(rng, story) for x in (values, rng.integers(1, 5, values.shape, dtype="int64"))]
+
+
+def _max_plus(tg: ModuleType, story: Story, x: list) -> object:
+    return tg.matmul(x[0], x[1], "max_plus", argmax=story.argmax)
+
+
+def _torch_forward(tg: ModuleType, story: Story, x: list) -> object:
+    from tropical_gemm.torch import tropical_matmul
+
+    return tropical_matmul(x[0], x[1], "max_plus")  # with grad, as the first call: the same forward kernel
+
+
+def _torch_forward_backward(tg: ModuleType, story: Story, x: list) -> object:
+    _torch_forward(tg, story, x).sum().backward()
+    return None
+
+
+def _and_or(tg: ModuleType, story: Story, x: list) -> object:
+    return tg.matmul(x[0], x[1], "and_or")  # no argmax: the tensor-core kernel where the GPU has it
+
+
+def _and_or_einsum(tg: ModuleType, story: Story, x: list) -> object:
+    return tg.einsum(TRIANGLE, *x, semiring="and_or")
+
+
+def _count_max_plus(tg: ModuleType, story: Story, x: list) -> object:
+    return tg.matmul((x[0], x[1]), (x[2], x[3]), "count_max_plus")
+
+
+#: call -> what the story's script does.
+CALLS: dict[str, Call] = {
+    "max_plus": Call(_integers, _max_plus),
+    "torch max_plus, forward + backward": Call(_integers, _torch_forward_backward, _torch_forward),
+    "and_or": Call(_truths, _and_or),
+    "and_or einsum": Call(_triangle_truths, _and_or_einsum),
+    "count_max_plus": Call(_pairs, _count_max_plus),
+}
+
+
+def _from_startup(front: str, dtype: str, size: int, argmax: bool) -> Story:
+    return Story(front, dtype, size, argmax, "torch max_plus, forward + backward" if front == "torch" else "max_plus")
+
+
+#: name -> story: startup.py's, and wider ones (see the module's docstring).
+STORIES: dict[str, Story] = {
+    **{name: _from_startup(*row) for name, row in startup.STORIES.items()},
+    "cupy f32 max_plus 4096³": Story("cupy", "float32", 4096, False, "max_plus"),
+    "cupy f64 max_plus 1024³": Story("cupy", "float64", 1024, False, "max_plus"),
+    "torch f32 max_plus 4096³, forward + backward": _from_startup("torch", "float32", 4096, True),
+    "cupy and_or matmul 4096³": Story("cupy", "bool", 4096, False, "and_or"),
+    "cupy and_or einsum": Story("cupy", "bool", 2048, False, "and_or einsum"),
+    "cupy counting 1024³": Story("cupy", "float32", 1024, False, "count_max_plus"),
 }
 
 
 # ------------------------------------------------------------------ child
 
 
-def child(story: str, timed_call: bool) -> dict[str, Any]:
+def child(name: str, timed_call: bool) -> dict[str, Any]:
     """One script: import, one call, synchronise; report, and return (the exit is the script's own)."""
-    front, dtype, size, _ = STORIES[story]
+    story = STORIES[name]
+    call = CALLS[story.call]
     import numpy as np
 
-    rng = np.random.default_rng(0)
-    host = [rng.integers(-1000, 1000, (size, size)).astype(dtype) for _ in range(2)]
-    if front == "torch":
+    host = call.operands(np.random.default_rng(0), story)
+    if story.front == "torch":
         import torch
 
         inputs = [torch.tensor(x, device="cuda", requires_grad=True) for x in host]
@@ -65,18 +174,13 @@ def child(story: str, timed_call: bool) -> dict[str, Any]:
     else:
         import cupy
 
-        inputs = [cupy.asarray(x) for x in host]
+        inputs = [cupy.asarray(x) for x in host]  # a copy: no kernel of CuPy's
         sync = cupy.cuda.Device().synchronize
     sync()
     started = time.perf_counter()
     import tropical_gemm as tg
 
-    if front == "torch":
-        from tropical_gemm.torch import tropical_matmul
-
-        tropical_matmul(inputs[0], inputs[1], "max_plus").sum().backward()
-    else:
-        tg.matmul(inputs[0], inputs[1], "max_plus", argmax=STORIES[story][3])
+    call.run(tg, story, inputs)
     sync()
     first = time.perf_counter() - started
     stats = tg.jit.stats()
@@ -84,33 +188,30 @@ def child(story: str, timed_call: bool) -> dict[str, Any]:
               "background_compiles": stats["background_compiles"],
               "first_tier": "baseline" if stats["baseline_launches"] else "tuned"}
     if timed_call:
-        report["call_gpu_ms"] = gpu_ms(front, inputs, STORIES[story][3])
+        report["call_gpu_ms"] = gpu_ms(story, inputs)
     return report
 
 
-def gpu_ms(front: str, inputs: list, argmax: bool) -> float:
+def gpu_ms(story: Story, inputs: list) -> float:
     """One more call on the GPU's clock (events around it); for torch, the forward alone (inputs require grad)."""
     import tropical_gemm as tg
 
-    if front == "torch":
+    call = CALLS[story.call]
+    if story.front == "torch":
         import torch
 
-        from tropical_gemm.torch import tropical_matmul
-
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()  # with grad, as the first call: the same forward kernel (with its argmax)
-        tropical_matmul(inputs[0], inputs[1], "max_plus")
-        end.record()
-        end.synchronize()
-        return begin.elapsed_time(end)
-    import cupy
+        elapsed = begin.elapsed_time
+    else:
+        import cupy
 
-    begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+        begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+        elapsed = functools.partial(cupy.cuda.get_elapsed_time, begin)
     begin.record()
-    tg.matmul(inputs[0], inputs[1], "max_plus", argmax=argmax)
+    (call.timed or call.run)(tg, story, inputs)
     end.record()
     end.synchronize()
-    return cupy.cuda.get_elapsed_time(begin, end)
+    return elapsed(end)
 
 
 # ----------------------------------------------------------------- parent

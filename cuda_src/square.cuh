@@ -324,6 +324,26 @@ struct SquareKernel {
   }
 };
 
+// The first k of the R × 16 bytes of ks from k whose candidate equals target (-1: none; k moves past them).
+template <class SR, class T, int R>
+__device__ __forceinline__ int first_in_run(const T* __restrict__ a_row, const T* __restrict__ b_col, T target,
+                                            i64& k) {
+  constexpr int V = 16 / sizeof(T);
+  Vec16<T> a[R], b[R];
+#pragma unroll
+  for (int q = 0; q < R; ++q) {
+    a[q] = *reinterpret_cast<const Vec16<T>*>(a_row + k + q * V);
+    b[q] = *reinterpret_cast<const Vec16<T>*>(b_col + k + q * V);
+  }
+  int hit = -1;
+#pragma unroll
+  for (int x = R * V - 1; x >= 0; --x)
+    if (SR::template mul_exact<T>(a[x / V].v[x % V], b[x / V].v[x % V]) == target) hit = x;
+  const i64 first = k;
+  k += R * V;
+  return hit < 0 ? -1 : (int)(first + hit);
+}
+
 // Second phase of the square argmax: IDX holds, per output, the first k of
 // the BK-deep slice in which its value last strictly improved (or -1: never,
 // the value is the zero).  No k before that slice attains C, so the first k
@@ -334,9 +354,19 @@ struct SquareKernel {
 template <class SR, class T>
 __device__ __forceinline__ int first_attaining(const T* __restrict__ a_row, i64 a_sk, const T* __restrict__ b_col,
                                                i64 b_sk, T target, i64 start, i64 depth, i64 K) {
-  // One k at a time, stopping at the winner: each k of B is a sector of its own, and loading the whole
-  // slice ahead of the compares measured slower (more sectors) than waiting on each.
   const i64 end = start + depth < K ? start + depth : K;
+  // Both runs contiguous and 16-byte aligned (A row-major; B column-major, or the transposed copy the plan
+  // makes of a row-major B): 4 (then 1) 16-byte loads of each, all in flight before the first compare.
+  constexpr i64 V = 16 / sizeof(T);
+  const u64 misaligned = (u64)(a_row + start) % 16 | (u64)(b_col + start) % 16;
+  if (a_sk == 1 && b_sk == 1 && misaligned == 0) {
+    int hit = -1;
+    while (hit < 0 && start + 4 * V <= end) hit = first_in_run<SR, T, 4>(a_row, b_col, target, start);
+    while (hit < 0 && start + V <= end) hit = first_in_run<SR, T, 1>(a_row, b_col, target, start);
+    if (hit >= 0) return hit;
+  }
+  // One k at a time, stopping at the winner: each k of a strided B is a sector of its own, and loading the
+  // whole slice ahead of the compares measured slower (more sectors) than waiting on each.
   for (i64 k = start; k < end; ++k)
     if (SR::template mul_exact<T>(a_row[k * a_sk], b_col[k * b_sk]) == target) return (int)k;
   return (int)start;  // not reached: the slice holds the winner

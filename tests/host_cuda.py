@@ -18,6 +18,7 @@ import pytest
 
 SHIM = r"""
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cstring>
 #include <cmath>
@@ -47,6 +48,16 @@ static thread_local Dim threadIdx = {0};
 static Dim blockIdx = {0}, blockDim = {0}, gridDim = {0};
 static std::barrier<>* block_barrier = nullptr;
 static void __syncthreads() { block_barrier->arrive_and_wait(); }
+static std::atomic<int> any_of_block{0};
+static int __syncthreads_or(int p) {  // read after everyone wrote, reset after everyone read
+  if (p) any_of_block = 1;
+  __syncthreads();
+  const int any = any_of_block;
+  __syncthreads();
+  if (threadIdx.x == 0) any_of_block = 0;
+  __syncthreads();
+  return any;
+}
 """
 
 LAUNCH = r"""

@@ -1,0 +1,84 @@
+"""The square argmax's second phase (``argmax_resolve``), built for the host, against the CPU engine.
+
+Given the product and, per output, the first k of the slice holding its
+winner (what the square kernels record), the resolve must find the winner
+itself: the smallest k whose candidate equals the result.  Both of its
+paths run here on numpy memory: 16-byte loads where A's and B's runs are
+contiguous and aligned (B column-major, or the transposed copy the plan
+makes of a row-major B), one k at a time elsewhere (a strided B, a run that
+starts off 16 bytes).  Small integers make ties within a slice common.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import host_cuda
+import tropical_gemm as tg
+from tropical_gemm.jit import make_spec
+from tropical_gemm.jit.source import fragment, header_sources
+
+_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh")
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+_LAUNCH = r"""
+extern "C" void launch_resolve(long long grid, long long block, const void* A, const void* B, const void* C,
+                               int* IDX, const long long* s, int depth) {
+  launch(grid, block, [=] { resolve((const T_*)A, (const T_*)B, (const T_*)C, IDX, s[0], s[1], s[2], s[3], s[4],
+                                    s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
+                                    s[17], depth); });
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def host_resolve(tmp_path_factory):
+    folder, built = tmp_path_factory.mktemp("resolve"), {}
+
+    def get(semiring: str, dtype: str):
+        spec = make_spec("argmax_resolve", semiring, dtype)
+        if spec not in built:
+            headers = "".join(text + "\n" for name, text in header_sources() if name in _HEADERS)
+            program = (host_cuda.SHIM + headers + fragment(spec).replace(spec.name, "resolve")
+                       + f"typedef {_C_TYPES[dtype]} T_;\n" + host_cuda.LAUNCH + _LAUNCH)
+            built[spec] = host_cuda.build_library(program, folder / spec.name)
+        return built[spec]
+
+    return get
+
+
+def resolved(library, a: np.ndarray, b: np.ndarray, c: np.ndarray, starts: np.ndarray, depth: int) -> np.ndarray:
+    """The resolve's winners for one product (no batch): its arguments as the plan's, strides in elements."""
+    (m, k), n = a.shape, b.shape[1]
+    idx = starts.astype(np.int32).copy()
+    scalars = np.array([m, n, k, a.strides[0] // a.itemsize, a.strides[1] // a.itemsize, b.strides[0] // b.itemsize,
+                        b.strides[1] // b.itemsize, n, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0], dtype=np.int64)
+    library.launch_resolve(ctypes.c_longlong(2), ctypes.c_longlong(64), *(ctypes.c_void_p(x.ctypes.data)
+                           for x in (a, b, c, idx, scalars)), ctypes.c_int(depth))
+    return idx
+
+
+def operand(rng: np.random.Generator, rows: int, cols: int, dtype: str, order: str, offset: int) -> np.ndarray:
+    """Small values (many ties), laid out in ``order`` and starting ``offset`` elements into the buffer."""
+    base = rng.integers(-3, 3, size=(rows * cols + offset,)).astype(dtype)
+    return np.lib.stride_tricks.as_strided(base[offset:], (rows, cols),
+                                           (cols * base.itemsize, base.itemsize) if order == "C"
+                                           else (base.itemsize, rows * base.itemsize))
+
+
+@pytest.mark.parametrize("dtype,semiring", [("float32", "max_plus"), ("int32", "max_plus"), ("float64", "min_plus"),
+                                            ("int64", "max_min")])
+@pytest.mark.parametrize("depth", [8, 16, 32])
+def test_the_resolve_finds_the_first_winner_from_its_slice(host_resolve, dtype, semiring, depth):
+    rng = np.random.default_rng(depth)
+    m, n = 9, 11
+    for k, b_order, offset in ((3 * depth + 4, "F", 0), (3 * depth + 5, "F", 0), (3 * depth + 4, "C", 0),
+                               (3 * depth + 4, "F", 1)):  # vector loads (every run, then some); a strided B; off 16
+        a = operand(rng, m, k, dtype, "C", offset)
+        b = operand(rng, k, n, dtype, b_order, offset)
+        c, want = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring, argmax=True)
+        starts = np.where(want < 0, -1, want // depth * depth)
+        got = resolved(host_resolve(semiring, dtype), a, b, c, starts, depth)
+        np.testing.assert_array_equal(got, want, err_msg=f"K {k}, B {b_order}, offset {offset}")
