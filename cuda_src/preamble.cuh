@@ -11,7 +11,8 @@
 //                  semiring, its MulKind, and winner_is_a, the tie rule of
 //                  Semiring.winner_is_a: A wins ties, NaN loses);
 //   tiles.cuh      operand geometry (Batch, Vec16) and the TileLoader;
-//   square.cuh     the register-tiled forward kernel and argmax_resolve;
+//   square.cuh     the register-staged forward kernel and argmax_resolve;
+//   pipelined.cuh  the square family's cp.async kernel, in dynamic shared memory;
 //   skinny.cuh     the forward kernel for skinny products;
 //   thin.cuh       the forward kernel for thin products (short K, short side);
 //   backward.cuh   the gradient scatters;
