@@ -297,14 +297,7 @@ struct PipelinedKernel {
         for (int j = 0; j < TN; ++j) part[i][j] = SR::template zero<T>();
       if (steps == BK) full_slice(s, buf, ty, tx, part);
       else partial_slice<false>(s, buf, steps, ty, tx, part, idx);
-      const int first_k = (int)(kt * BK);
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = first_k;
-          acc[i][j] = SR::template add<T>(acc[i][j], part[i][j]);
-        }
+      fold_slice<SR>(acc, part, idx, (int)(kt * BK));
     } else if (steps == BK) {
       full_slice(s, buf, ty, tx, acc);
     } else {

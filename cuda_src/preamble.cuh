@@ -10,7 +10,7 @@
 //                  in tropical_gemm/semirings.py (no file: one struct per
 //                  semiring, its MulKind, and winner_is_a, the tie rule of
 //                  Semiring.winner_is_a: A wins ties, NaN loses);
-//   tiles.cuh      operand geometry (Batch, Vec16) and the TileLoader;
+//   tiles.cuh      operand geometry (Batch, Vec16), the argmax slice record, the TileLoader;
 //   square.cuh     the register-staged forward kernel and argmax_resolve;
 //   pipelined.cuh  the square family's cp.async kernel, in dynamic shared memory;
 //   skinny.cuh     the forward kernel for skinny products;

@@ -188,13 +188,7 @@ struct SquareKernel {
     if constexpr (ARGMAX && !EXACT) {
       T part[TM][TN];
       slice_values(s, buf, steps, ty, tx, part);
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = slice_k;
-          acc[i][j] = SR::template add<T>(acc[i][j], part[i][j]);
-        }
+      fold_slice<SR>(acc, part, idx, slice_k);
     } else if constexpr (ARGMAX) {
       T before[TM][TN];
 #pragma unroll

@@ -38,6 +38,23 @@ template <class T> struct alignas(16) Vec16 { T v[16 / sizeof(T)]; };
 // 8 bytes of T: a 64-bit shared-memory access.
 template <class T> struct alignas(8) Vec8 { T v[8 / sizeof(T)]; };
 
+// ------------------------------------------------------------ slice record
+
+// The argmax's record of a slice: its own ⊕ (part) folded into the running
+// values, and first_k kept where it strictly improved one (ties keep the
+// earlier slice, whose first k argmax_resolve then searches).
+template <class SR, class T, int TM, int TN>
+__device__ __forceinline__ void fold_slice(T (&acc)[TM][TN], const T (&part)[TM][TN], int (&idx)[TM][TN],
+                                           int first_k) {
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = first_k;
+      acc[i][j] = SR::template add<T>(acc[i][j], part[i][j]);
+    }
+}
+
 // ------------------------------------------------------------- tile loader
 
 // Stages one operand's BK-deep slice of a tile from global memory into
