@@ -32,6 +32,7 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> list:
     monkeypatch.setattr(binding, "tiers", lambda: tiers)
     monkeypatch.setattr(binding, "get_function", tiers.get_function)
     monkeypatch.setattr(gpu, "sm_count", lambda device: 1)  # no K slices: one launch on addresses
+    monkeypatch.setattr(gpu, "shared_limit", lambda device: 227 * 1024)  # an sm_90's
     caches = (prepared.prepare_product, prepared.prepare_backward, binding._bound)
     for cache in caches:
         cache.cache_clear()

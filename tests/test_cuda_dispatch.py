@@ -39,10 +39,11 @@ def test_batch_strides_zero_where_operand_broadcasts():
      (1, 4096, 4096, 1, ("vector", False)), (4096, 1, 4096, 1, ("vector", True)), (2, 4096, 64, 1, ("skinny", False)),
      # 4 square tiles and no K split: the small family's 64 blocks instead
      (256, 256, 256, 1, ("small", False)), (17, 17, 17, 1, ("small", False)),
-     # 16 tiles x 9 K slices = 144 blocks fill 132 SMs; 16 x 2 do not
-     (512, 512, 2304, 1, ("square", False)), (512, 512, 512, 1, ("small", False)),
+     # 128x256 tiles, one block an SM: 8 tiles x 16 K slices = 128 blocks fill 7/8 of 132 SMs; 8 x 9 do not
+     (1024, 1024, 4096, 1, ("square", False)), (512, 512, 2304, 1, ("small", False)),
+     (1024, 1024, 1024, 1, ("square", False)), (512, 512, 512, 1, ("small", False)),
      # a batch of tiles fills 7/8 of the SMs by itself
-     (128, 128, 64, 116, ("square", False)), (128, 128, 64, 115, ("small", False))],
+     (128, 256, 64, 116, ("square", False)), (128, 256, 64, 115, ("small", False))],
 )
 def test_choose_tile(m, n, k, batches, expected):
     assert cuda_engine.choose_tile(m, n, k, batches, "float32", "forward", sms=132) == expected
@@ -87,7 +88,7 @@ def test_prepared_products_only_for_one_launch_signatures(a_shape, b_shape, argm
 
 
 def test_square_products_slice_k_by_their_own_tiles():
-    """1024³: the plain product's 64 tiles of 128x128 (two blocks per SM) in 4 slices; the argmax's 64 tiles
+    """1024³: the plain product's 32 tiles of 128x256 (one block per SM) in 4 slices; the argmax's 64 tiles
     of 128x128 (one block per SM) in 2."""
     from tropical_gemm.engines.cuda.plan import plan_forward
 
@@ -113,3 +114,30 @@ def test_a_square_argmax_one_slice_deep_needs_no_resolve(dtype):
     depth = tile_shape(plan(64).spec).bk
     assert plan(depth).spec.tile == "square" and plan(depth).resolve is None
     assert plan(depth + 1).resolve is not None
+
+
+def test_every_pipelined_shape_fits_the_smallest_opt_in_of_sm_80_and_later():
+    from tropical_gemm.jit import make_spec
+    from tropical_gemm.jit.source import PIPELINED_SHAPES, PIPELINED_SHARED_LIMIT, dynamic_shared_bytes
+
+    layouts = {"r": "row", "c": "col"}
+    for op, dtype, (a, b) in PIPELINED_SHAPES:
+        spec = make_spec(op, "max_min", dtype, a_layout=layouts[a], b_layout=layouts[b])
+        assert 48 * 1024 < dynamic_shared_bytes(spec) <= PIPELINED_SHARED_LIMIT, spec.name
+
+
+def test_a_gpu_with_less_shared_memory_takes_the_small_family():
+    """sm_75 lets a block opt into 64 KiB: the pipelined tile needs more, so the plan takes the small family."""
+    from tropical_gemm.engines.cuda.plan import plan_forward
+    from tropical_gemm.jit.source import dynamic_shared_bytes
+
+    def plan(limit):
+        return plan_forward((4096, 4096), (4096, 1), (4096, 4096), (4096, 1), (), "float32", "max_plus", False, 132,
+                            True, limit)
+
+    assert plan(None).spec.tile == plan(227 * 1024).spec.tile == "square"
+    assert dynamic_shared_bytes(plan(None).spec) > 64 * 1024
+    small = plan(64 * 1024)
+    assert small.spec.tile == "small" and small.product.shared_bytes == 0
+    assert plan_forward((4096, 4096), (4096, 1), (4096, 4096), (4096, 1), (), "int32", "max_plus", False, 132,
+                        True, 64 * 1024).spec.tile == "square"  # the register-staged kernel: static shared memory

@@ -421,3 +421,24 @@ def test_gather_copies_views_of_many_axes_in_one_launch_or_by_leading_index(cp, 
     np.testing.assert_array_equal(got.get(), want)
     if dtype in ("int32", "int64"):  # an argmax of either width, copied to int32
         np.testing.assert_array_equal(cuda_aux.contiguous(device_view, index=True).get(), want.astype(np.int32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_gpu_with_less_shared_memory_runs_the_small_family(cp, monkeypatch, dtype):
+    """Where a block may opt into 64 KiB (sm_75), square products take the small family: the same bits, plain
+    and with the argmax, through the array path and the prepared one."""
+    from tropical_gemm.engines.cuda import plan_forward, prepared
+
+    monkeypatch.setattr(cuda_gpu, "shared_limit", lambda device_id: 64 * 1024)
+    prepared.prepare_product.cache_clear()
+    try:
+        rng = np.random.default_rng(53)
+        a, b = seasoned(rng, (700, 300), dtype), seasoned(rng, (300, 900), dtype)
+        plan = plan_forward(a.shape, (300, 1), b.shape, (900, 1), (), dtype, "max_plus", False, 132, True, 64 * 1024)
+        assert plan.spec.tile == "small"
+        for argmax in (False, True):
+            cpu, gpu = both_engines(cp, a, b, "max_plus", argmax)
+            for got, want in zip(gpu if argmax else (gpu,), cpu if argmax else (cpu,)):
+                assert_same_bits(got, want)
+    finally:
+        prepared.prepare_product.cache_clear()

@@ -258,6 +258,7 @@ def test_a_cached_replay_runs_the_baseline_until_the_tuned_kernel_is_servable(mo
     monkeypatch.setattr(binding, "get_function", tiers.get_function)
     monkeypatch.setattr(prepared, "tiers", lambda: tiers)
     monkeypatch.setattr(gpu, "sm_count", lambda device: 132)
+    monkeypatch.setattr(gpu, "shared_limit", lambda device: 227 * 1024)
     monkeypatch.setattr(replay, "cupy_module", lambda: FakeCupy(memory))
     caches = (replay.prepared, prepared.prepare_product, binding._bound)
     for cache in caches:

@@ -127,17 +127,16 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
 
 #: The pipelined square kernel's shape per (op, dtype, operand layouts: A's then B's first letter), for the
 #: square family's products without the exact integer path; measured on an H200 by
-#: benchmarks/tune_tiles.py (tune-tiles-pipelined-H200-2026-11-28.json, tune-tiles-argmax-...).  Where B is
-#: row-major the 128×256 tile with 32-deep slices won; 2 unrolled groups keep its compile within issue
-#: 32's budget.  The integer dtypes (max_min, min_max) take the shapes of the floats of their width.
-_PIPELINED_4_BYTE = {"rr": TileShape(128, 256, 32, 8, 16, min_blocks=1, unroll=2, stages=3),
+#: benchmarks/tune_tiles.py (tune-tiles-pipelined-H200-2026-11-28.json, tune-tiles-argmax-...).  Every
+#: shape's stages fit ``PIPELINED_SHARED_LIMIT``: where B is row-major, the 128×256 tile in 16-deep slices
+#: (its 32-deep slices ran 4% faster on an H200 but need 155 KiB).  The integer dtypes (max_min, min_max)
+#: take the shapes of the floats of their width.
+_PIPELINED_4_BYTE = {"rr": TileShape(128, 256, 16, 8, 16, min_blocks=1, unroll=2, stages=3),
                      "rc": TileShape(256, 128, 16, 16, 8, min_blocks=1, stages=3),
-                     "cr": TileShape(128, 256, 32, 8, 16, min_blocks=1, unroll=2, stages=3),
+                     "cr": TileShape(128, 256, 16, 8, 16, min_blocks=1, unroll=2, stages=3),
                      "cc": TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)}
-_PIPELINED_8_BYTE = {"rr": TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3),
-                     "rc": TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3),
-                     "cr": TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=4),
-                     "cc": TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=4)}
+_PIPELINED_8_BYTE = {layouts: TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=4)
+                     for layouts in ("rr", "rc", "cr", "cc")}
 #: The argmax: the pipelined kernel beat the register-staged one on row-major operands only (by 2.5%, f32);
 #: elsewhere it was as fast or slower (f64; column-major B) or spilled (row-major A, column-major B).
 _PIPELINED_ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3)
@@ -173,6 +172,12 @@ _GATHER_TARGETS = {("gather_index", "int32"): "int", ("gather_index", "int64"): 
 
 #: Threads per block of the one-thread-per-element kernels (argmax resolve, gradient scatters).
 ELEMENTWISE_THREADS = 256
+
+
+#: The dynamic shared memory every pipelined shape fits in: the smallest a block may opt into on GPUs of
+#: sm_80 and later (sm_86, sm_89 and sm_120; sm_80 allows 163 KiB, sm_90 and sm_100 227 KiB).  On a GPU
+#: that allows less (sm_75: 64 KiB) the engine plans the small family instead (``plan_forward``).
+PIPELINED_SHARED_LIMIT = 99 * 1024
 
 
 def pipelined(spec: KernelSpec) -> bool:

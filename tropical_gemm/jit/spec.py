@@ -68,9 +68,11 @@ COUNT_OPS: tuple[str, ...] = ("count_forward",)
 #: transposed view).  Forward kernels read either without a copy.
 LAYOUTS: tuple[str, ...] = ("row", "col")
 
-#: Tile families: "square" is the tuned register-tiled kernel for products
-#: that fill the GPU; "small" is the same kernel with a 32×32 tile, for
-#: products that cannot (it also compiles about three times faster); "skinny"
+#: Tile families: "square" is the tuned kernel for products that fill the GPU
+#: (pipelined in dynamic shared memory, or register-staged where the integer
+#: ⊗ must saturate: ``jit.source.pipelined``); "small" is the register-staged
+#: kernel with a 32×32 tile, for products that cannot (it also compiles about
+#: three times faster); "skinny"
 #: is for products where M or N is below a tile, or K is tiny, and "vector"
 #: the same kernel for M or N of 1 (matrix-vector products); "thin" is for
 #: a short K and a short M or N (all of B in shared memory); "baseline" is

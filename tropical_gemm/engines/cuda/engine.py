@@ -52,7 +52,7 @@ def _forward_launch(a: Any, b: Any, c: Any, idx: Any, semiring: Semiring, batch:
                     *, may_split: bool) -> None:
     device, a_strides, b_strides, dtype = c.device.id, element_strides(a), element_strides(b), dtype_name(c.dtype)
     plan = plan_forward(a.shape, a_strides, b.shape, b_strides, batch, dtype, semiring.name, idx is not None,
-                        gpu.sm_count(device), may_split)
+                        gpu.sm_count(device), may_split, gpu.shared_limit(device))
     if plan.splits > 1:
         prepared = prepare_product(a.shape, a_strides, b.shape, b_strides, dtype, semiring.name, idx is not None,
                                    device)

@@ -65,3 +65,9 @@ def device_of(*arrays: Any) -> Any:
 def sm_count(device_id: int) -> int:
     """One attribute query, through the driver: the torch path asks it without importing CuPy."""
     return driver.multiprocessor_count(device_id)
+
+
+@lru_cache(maxsize=None)
+def shared_limit(device_id: int) -> int:
+    """The shared memory a block may opt into on the device (bytes): what the pipelined kernel's stages need."""
+    return driver.attribute(device_id, driver.ATTRIBUTE_MAX_SHARED_PER_BLOCK_OPTIN)

@@ -181,8 +181,12 @@ def layout(row_stride: int, col_stride: int) -> str:
 @lru_cache(maxsize=1024)
 def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
                  b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str,
-                 argmax: bool, sms: int, may_split: bool) -> ForwardPlan:
-    """The launch for one batched product; strides are in elements, batch has at most 3 folded dims."""
+                 argmax: bool, sms: int, may_split: bool, shared_limit: "int | None" = None) -> ForwardPlan:
+    """The launch for one batched product; strides are in elements, batch has at most 3 folded dims.
+
+    ``shared_limit``: the shared memory a block may opt into on the device (None: enough for any kernel).
+    A square product whose pipelined kernel needs more takes the small family instead.
+    """
     m, k = a_shape[-2:]
     n = b_shape[-1]
     op = "forward_argmax" if argmax else "forward"
@@ -199,6 +203,9 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         c_sm, c_sn = c_sn, c_sm
         sa, sb = sb, sa
     spec = make_spec(op, semiring, dtype, a_layout=layout(a_sm, a_sk), b_layout=layout(b_sk, b_sn), tile=tile)
+    if shared_limit is not None and dynamic_shared_bytes(spec) > shared_limit:
+        tile = "small"
+        spec = make_spec(op, semiring, dtype, a_layout=spec.a_layout, b_layout=spec.b_layout, tile=tile)
     shape = tile_shape(spec)
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
     scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())

@@ -64,13 +64,13 @@ def prepare_product(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shap
     if not one_launch_each(shape, argmax):
         return None
     plan = plan_forward(a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring, argmax,
-                        gpu.sm_count(device), True)
+                        gpu.sm_count(device), True, gpu.shared_limit(device))
     if plan.splits == 1:
         return PreparedProduct(plan, bind_forward(plan, device), device)
     if len(shape.batch) >= KERNEL_BATCH_DIMS:  # the slice dim must fit beside the batch in one launch
         return None
     split = plan_split_k(a_shape, a_strides, b_shape, b_strides, shape.batch, dtype, semiring, argmax,
-                         gpu.sm_count(device), plan.splits, np.dtype(dtype).itemsize)
+                         gpu.sm_count(device), plan.splits, np.dtype(dtype).itemsize, gpu.shared_limit(device))
     around = [plan for plan in (split.b_copy, split.combine) if plan is not None]
     tiers().prefetch([plan.spec for plan in around], device)  # compiles beside the slices' kernel, not after it
     rest = None if split.rest is None else PreparedProduct(split.rest, bind_forward(split.rest, device), device)

@@ -77,20 +77,23 @@ def _with_slice_dim(shape: tuple[int, ...], strides: tuple[int, ...], rank: int,
 @lru_cache(maxsize=256)
 def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
                  b_strides: tuple[int, ...], batch: tuple[int, ...], dtype: str, semiring: str, argmax: bool,
-                 sms: int, splits: int, itemsize: int) -> SplitKPlan:
-    """The K-sliced launches of a product whose ``plan_forward`` asked for ``splits`` slices (strides in elements)."""
+                 sms: int, splits: int, itemsize: int, shared_limit: "int | None" = None) -> SplitKPlan:
+    """The K-sliced launches of a product whose ``plan_forward`` asked for ``splits`` slices (strides in elements;
+    ``shared_limit`` as there)."""
     k, n = a_shape[-1], b_shape[-1]
     chunk, rest, count = k_slices(k, splits)
     rank = len(batch) + 2
     a_sl, a_st = _with_slice_dim(a_shape, a_strides, rank, -1, chunk, splits)
     b_sl, b_st = _with_slice_dim(b_shape, b_strides, rank, -2, chunk, splits)
-    slices = plan_forward(a_sl, a_st, b_sl, b_st, (splits, *batch), dtype, semiring, argmax, sms, False)
+    slices = plan_forward(a_sl, a_st, b_sl, b_st, (splits, *batch), dtype, semiring, argmax, sms, False,
+                          shared_limit)
     rest_plan, offsets = None, (0, 0)
     if rest:
         rest_plan = plan_forward((*a_shape[:-1], rest), a_strides, (*b_shape[:-2], rest, n), b_strides, batch,
-                                 dtype, semiring, argmax, sms, False)
+                                 dtype, semiring, argmax, sms, False, shared_limit)
         offsets = (splits * chunk * a_strides[-1] * itemsize, splits * chunk * b_strides[-2] * itemsize)
-    whole = plan_forward(a_shape, a_strides, b_shape, b_strides, batch, dtype, semiring, argmax, sms, False)
+    whole = plan_forward(a_shape, a_strides, b_shape, b_strides, batch, dtype, semiring, argmax, sms, False,
+                         shared_limit)
     depth = 0  # the combine's resolve depth; the tiles that need a resolve never transpose, as it assumes
     if slices.resolve is not None:  # one resolve, in the combine, for the whole product
         depth = max(plan.resolve.int32_scalars[0] for plan in (slices, rest_plan) if plan and plan.resolve)
