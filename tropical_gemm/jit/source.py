@@ -18,11 +18,12 @@ from importlib import resources
 from string import Template
 from typing import NamedTuple
 
+import numpy as np
+
 from ..semirings import CATALOGUE, COUNT_NEGATIVE, COUNT_OVERFLOW, get_counting_semiring, get_semiring
 from .functors import device_type, functor, functors_header, needs_exact_path
 from .spec import BOOLEAN_DTYPE, CAST_OPS, COUNT_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
-_ITEMSIZES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "bool": "unsigned char"}
 #: The catalogue's functor names (benchmarks/ceilings.py instantiates its probes with them).
 _SEMIRING_TYPES = {s.name: device_type(s) for s in CATALOGUE}
@@ -161,6 +162,7 @@ def _forward_template(spec: KernelSpec) -> str:
         return _BOOLEAN_TEMPLATES[spec.tile]
     return "forward_pipelined.cu" if pipelined(spec) else _FORWARD_TEMPLATES[spec.tile]
 
+
 #: The fragment of each op that is not a forward, where its file is not named after the op.
 _OP_TEMPLATES = {"backward_ordered_a": "backward_ordered.cu", "backward_ordered_b": "backward_ordered.cu",
                  "combine": "split_k_combine.cu", "combine_resolve": "split_k_combine.cu", "gather_index": "gather.cu"}
@@ -222,7 +224,7 @@ def dynamic_shared_bytes(spec: KernelSpec) -> int:
     """
     if not pipelined(spec):
         return 0
-    shape, itemsize = tile_shape(spec), _ITEMSIZES[spec.dtype]
+    shape, itemsize = tile_shape(spec), np.dtype(spec.dtype).itemsize
     pad = 16 // itemsize
 
     def stage(lines: int, k_contiguous: bool) -> int:

@@ -125,7 +125,7 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
         return "vector" if min(m, n) == 1 else "skinny", n < m
     square = tile_shape(make_spec(op, semiring, dtype))
     tiles = -(-m // square.bm) * -(-n // square.bn) * batches
-    if tiles * k_splits(tiles, k, sms, _blocks_per_sm(square, "square")) >= sms * _FILLED:
+    if tiles * k_splits(tiles, k, sms, square.min_blocks) >= sms * _FILLED:
         return "square", False
     return "small", False
 
