@@ -46,13 +46,21 @@ _F32 = [None, (128, 128, 16, 8, 8, 2, 0, 3), (128, 128, 16, 8, 8, 2, 0, 4), (128
         (128, 256, 32, 8, 16, 1, 0, 3), (256, 128, 16, 16, 8, 1, 0, 3)]
 _F64 = [None, (64, 64, 16, 4, 4, 2, 0, 3), (64, 64, 16, 4, 4, 2, 0, 4), (128, 64, 16, 8, 4, 2, 0, 3),
         (64, 128, 16, 4, 8, 2, 0, 3), (128, 128, 16, 8, 8, 1, 0, 3), (128, 128, 8, 8, 8, 1, 0, 4)]
+# int32 under max_plus (the exact path's slice check): shapes ptxas keeps within registers on sm_90
+_I32 = [None, (128, 256, 16, 8, 16, 1, 2, 3), (128, 256, 16, 8, 16, 1, 0, 3), (128, 128, 16, 8, 8, 1, 0, 3),
+        (128, 128, 16, 8, 8, 1, 0, 4), (256, 128, 16, 16, 8, 1, 0, 3)]
+_I64 = [None, (64, 64, 16, 4, 4, 2, 0, 4), (64, 64, 16, 4, 4, 2, 0, 3)]
+_I32_ARGMAX = [None, (128, 128, 16, 8, 8, 1, 0, 3), (128, 64, 16, 8, 4, 1, 0, 3)]
 _F32_ARGMAX = [None, (128, 128, 16, 8, 8, 1, 0, 3), (128, 128, 32, 8, 8, 1, 0, 2), (128, 128, 8, 8, 8, 1, 0, 4),
                (128, 64, 16, 8, 4, 2, 0, 3)]
 _F64_ARGMAX = [None, (64, 64, 16, 4, 4, 2, 0, 3), (64, 64, 8, 4, 4, 2, 0, 4), (128, 64, 16, 8, 4, 1, 0, 3)]
 PIPELINES = [("float32", "forward", "max_plus", 4096, order, _F32) for order in ("C", "F", "CF")]
 PIPELINES += [("float64", "forward", "max_plus", 4096, order, _F64) for order in ("C", "F")]
+PIPELINES += [("int32", "forward", "max_plus", 4096, order, _I32) for order in ("C", "F", "CF")]
+PIPELINES += [("int64", "forward", "max_plus", 4096, "C", _I64)]
 PIPELINES += [("float32", "forward_argmax", "max_plus", 4096, order, _F32_ARGMAX) for order in ("C", "F")]
 PIPELINES += [("float64", "forward_argmax", "max_plus", 4096, "C", _F64_ARGMAX)]
+PIPELINES += [("int32", "forward_argmax", "max_plus", 4096, order, _I32_ARGMAX) for order in ("C", "F")]
 
 CHILD = r"""
 import json, sys
@@ -83,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--only", choices=("shapes", "unrolls", "pipelined"), help="one kind of candidate")
     parser.add_argument("--op", choices=("forward", "forward_argmax"), help="one op's candidates")
+    parser.add_argument("--dtype", help="one dtype's candidates")
     args = parser.parse_args(argv)
     rows = []
     kinds = {
@@ -94,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                       for d, o, s, n, order, shapes in PIPELINES for p in shapes],
     }
     configs = [cfg for kind, listed in kinds.items() if args.only in (None, kind) for cfg in listed
-               if args.op in (None, cfg["op"])]
+               if args.op in (None, cfg["op"]) and args.dtype in (None, cfg["dtype"])]
     for cfg in configs:
         dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
         done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,

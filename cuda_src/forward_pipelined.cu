@@ -1,4 +1,4 @@
-// Forward product, square family, slices copied by cp.async into ${stages} stages (no exact integer path):
+// Forward product, square family, slices copied by cp.async into ${stages} stages:
 // ${name}
 extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(
     const ${T}* __restrict__ A, const ${T}* __restrict__ B, ${T}* __restrict__ C, int* __restrict__ IDX,

@@ -138,6 +138,40 @@ struct StagedOperand {
       }
     }
   }
+  // Whether the values this thread copied into s (as copy<UNIT, CHECK_K> did) are all tame: the exact
+  // integer path's check.  Every staged value is some thread's copy, so the block's OR of the answers
+  // covers the slice; a thread's own cp.async copies are visible to it once copies_landed has returned.
+  template <class SR, int UNIT, bool CHECK_K>
+  __device__ static bool copies_tame(const Tile& s, const Cursor& c, int k_left) {
+    constexpr int PER = LINES * BK / UNIT / THREADS;
+    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+    constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
+    bool tame = true;
+#pragma unroll UNROLLED
+    for (int r = 0; r < PER; ++r) {
+      const int line = LINE_K ? c.line + r * RUN_STEP : c.line, kk = LINE_K ? c.kk : c.kk + r * RUN_STEP;
+      const T* at = LINE_K ? &s[line][kk] : &s[kk][line];
+      if (((c.ok >> r) & 1) && (!CHECK_K || k_left - kk > 0)) {
+        if constexpr (UNIT == 1) {
+          tame &= SR::tame(*at);
+        } else {
+          const Vec16<T> q = *reinterpret_cast<const Vec16<T>*>(at);  // a partial run's rest is zero-filled
+#pragma unroll
+          for (int v = 0; v < V; ++v) tame &= SR::tame(q.v[v]);
+        }
+      }
+    }
+    return tame;
+  }
+  template <class SR>
+  __device__ static bool copies_tame(const Tile& s, const Cursor& c, i64 k_left) {
+    if (k_left >= BK) return c.vec ? copies_tame<SR, V, false>(s, c, BK) : copies_tame<SR, 1, false>(s, c, BK);
+    return c.vec ? copies_tame<SR, V, true>(s, c, (int)k_left) : copies_tame<SR, 1, true>(s, c, (int)k_left);
+  }
+
+  // One value of the slice, by its line and k.
+  __device__ static T at(const Tile& s, int line, int kk) { return LINE_K ? s[line][kk] : s[kk][line]; }
+
   // The cursor's slice into s (k_left: the operand's ks from the slice's first), then the cursor onto the
   // next slice.
   __device__ static void copy(Tile& s, Cursor& c, i64 k_left) {
@@ -193,8 +227,8 @@ __device__ __forceinline__ bool runs_aligned(const T* p, i64 contiguous_stride, 
 
 // -------------------------------------------------------- forward: pipelined
 //
-// The square family's plain product for every (semiring, dtype) without the
-// exact integer path.  Each thread owns TM×TN outputs in registers; the
+// The square family's product and its argmax, for every (semiring, dtype)
+// and layout source.PIPELINED_SHAPES lists.  Each thread owns TM×TN outputs in registers; the
 // operands' BK-deep slices are copied by cp.async into STAGES buffers of
 // dynamic shared memory (its size: source.dynamic_shared_bytes, which the
 // fragment passes as SMEM_BYTES), so that STAGES - 1 slices are in flight
@@ -204,6 +238,11 @@ __device__ __forceinline__ bool runs_aligned(const T* p, i64 contiguous_stride, 
 // which keeps both groups in registers beside the accumulators.  Output
 // tiles are visited in groups of SWIZZLE rows of tiles, so that the blocks
 // resident together share B's column panels in L2.
+//
+// With the exact integer path (integer ⊗ that saturates), each thread checks
+// the values it copied once they have landed, and the slice's barrier is
+// also the OR of the answers: a slice holding a value that is not tame
+// (preamble.cuh) takes exact_slice, the others the fast ⊗.
 //
 // The argmax variant computes each slice's own ⊕ apart (part, from the
 // zero), then folds it in and records, per output, the first k of the last
@@ -219,7 +258,7 @@ struct PipelinedKernel {
   static constexpr bool A_LK = A_ROW, B_LK = !B_ROW;
   static constexpr int KG = (A_LK && B_LK) ? V / 2 : V;
   static constexpr int SWIZZLE = 8;
-  static_assert(!NeedsExactPath<SR, T>::value, "the exact integer path takes the square kernel");
+  static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
   static_assert(KG >= 1 && BK % KG == 0 && TM % V == 0 && TN % V == 0, "whole groups and 16-byte runs");
   static_assert(STAGES >= 2, "one slice in flight while one is computed");
   using StageA = StagedOperand<T, A_LK, BM, BK, TM, THREADS, (A_LK ? KG : V)>;
@@ -260,11 +299,24 @@ struct PipelinedKernel {
     }
   }
 
-  // A slice one k at a time (the last, partial one).  EACH_K: every candidate compared with its output, the
-  // winner's k kept in idx (a product one slice deep, whose argmax needs no resolve).
-  template <bool EACH_K>
-  __device__ static void partial_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
-                                       int (&idx)[TM][TN]) {
+  // A slice one k at a time (the last, partial one).
+  __device__ static void partial_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
+    for (int kk = 0; kk < steps; ++kk) {
+      T a[TM], b[TN];
+      StageA::step(s.a[buf], kk, ty, a);
+      StageB::step(s.b[buf], kk, tx, b);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+    }
+  }
+
+  // The argmax of a product one slice deep: every candidate compared with its output and the winner's k
+  // kept in idx, so that no resolve follows.  That slice is all the product computes, so its ⊗ is the
+  // exact one where there is one (one copy of the loop, not two).
+  __device__ static void each_k(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
+                                int (&idx)[TM][TN]) {
     for (int kk = 0; kk < steps; ++kk) {
       T a[TM], b[TN];
       StageA::step(s.a[buf], kk, ty, a);
@@ -273,36 +325,63 @@ struct PipelinedKernel {
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          if constexpr (EACH_K) {
-            const T c = SR::template mul_fast<T>(a[i], b[j]);
-            if (SR::template better<T>(c, acc[i][j])) {
-              acc[i][j] = c;
-              idx[i][j] = kk;
-            }
-          } else {
-            acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+          const T c = EXACT ? SR::template mul_exact<T>(a[i], b[j]) : SR::template mul_fast<T>(a[i], b[j]);
+          if (SR::template better<T>(c, acc[i][j])) {
+            acc[i][j] = c;
+            idx[i][j] = kk;
           }
         }
     }
   }
 
+  // A slice holding values that are not tame, by the exact ⊗.  Such slices are rare, so this is written
+  // for the compiler, as the square kernel's consume_exact is: the accumulators go to local memory and
+  // every loop but the innermost stays rolled.  Each output sees the same ⊕ of the same ⊗ in the same k
+  // order as on the fast path.
+  __device__ static void exact_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
+    T held[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) held[i][j] = acc[i][j];
+#pragma unroll 1
+    for (int kk = 0; kk < steps; ++kk) {
+#pragma unroll 1
+      for (int i = 0; i < TM; ++i) {
+        const T a = StageA::at(s.a[buf], StageA::line_of(i, ty), kk);
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          held[i][j] = SR::template add<T>(held[i][j],
+                                           SR::template mul_exact<T>(a, StageB::at(s.b[buf], StageB::line_of(j, tx), kk)));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = held[i][j];
+  }
+
   // Slice kt (steps ks of it) into acc; the argmax's slice apart, then folded in (see the struct's comment).
-  __device__ static void slice(const Smem& s, int buf, int steps, i64 kt, int ty, int tx, T (&acc)[TM][TN],
-                               int (&idx)[TM][TN]) {
+  // wild: the slice holds a value that is not tame (the exact integer path's kernels only).
+  __device__ static void slice(const Smem& s, int buf, int steps, i64 kt, bool wild, int ty, int tx,
+                               T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     if constexpr (ARGMAX) {
       T part[TM][TN];
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) part[i][j] = SR::template zero<T>();
-      if (steps == BK) full_slice(s, buf, ty, tx, part);
-      else partial_slice<false>(s, buf, steps, ty, tx, part, idx);
+      values(s, buf, steps, wild, ty, tx, part);
       fold_slice<SR>(acc, part, idx, (int)(kt * BK));
-    } else if (steps == BK) {
-      full_slice(s, buf, ty, tx, acc);
     } else {
-      partial_slice<false>(s, buf, steps, ty, tx, acc, idx);
+      values(s, buf, steps, wild, ty, tx, acc);
     }
+  }
+  // Slice kt's own ⊕ into acc, by the fast ⊗ or the exact one.
+  __device__ static void values(const Smem& s, int buf, int steps, bool wild, int ty, int tx, T (&acc)[TM][TN]) {
+    if (EXACT && wild) exact_slice(s, buf, steps, ty, tx, acc);
+    else if (steps == BK) full_slice(s, buf, ty, tx, acc);
+    else partial_slice(s, buf, steps, ty, tx, acc);
   }
 
   __device__ static void run(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
@@ -354,14 +433,21 @@ struct PipelinedKernel {
       for (int kt = 0; kt < STAGES - 1; ++kt) stage(kt);
       for (i64 kt = 0; kt < k_tiles; ++kt) {
         copies_landed<STAGES - 2>();
+        const int buf = (int)(kt % STAGES);
         // All of slice kt is in shared memory, and every thread is done with slice kt - 1,
         // whose stage the next copy overwrites.
-        __syncthreads();
+        bool wild = false;
+        if constexpr (EXACT) {
+          const bool tame = StageA::template copies_tame<SR>(s.a[buf], ca, K - kt * BK) &
+                            StageB::template copies_tame<SR>(s.b[buf], cb, K - kt * BK);
+          wild = __syncthreads_or(!tame);
+        } else {
+          __syncthreads();
+        }
         stage(kt + STAGES - 1);
-        const int buf = (int)(kt % STAGES);
         const int steps = K - kt * BK < BK ? (int)(K - kt * BK) : BK;
-        if (ARGMAX && k_tiles == 1) partial_slice<true>(s, buf, steps, ty, tx, acc, idx);
-        else slice(s, buf, steps, kt, ty, tx, acc, idx);
+        if (ARGMAX && k_tiles == 1) each_k(s, buf, steps, ty, tx, acc, idx);
+        else slice(s, buf, steps, kt, wild, ty, tx, acc, idx);
       }
       // No copy in flight, and every thread done reading, before the next tile's copies.
       copies_landed<0>();

@@ -139,5 +139,5 @@ def test_a_gpu_with_less_shared_memory_takes_the_small_family():
     assert dynamic_shared_bytes(plan(None).spec) > 64 * 1024
     small = plan(64 * 1024)
     assert small.spec.tile == "small" and small.product.shared_bytes == 0
-    assert plan_forward((4096, 4096), (4096, 1), (4096, 4096), (4096, 1), (), "int32", "max_plus", False, 132,
+    assert plan_forward((4096, 4096), (4096, 1), (4096, 4096), (4096, 1), (), "float64", "max_plus", True, 132,
                         True, 64 * 1024).spec.tile == "square"  # the register-staged kernel: static shared memory

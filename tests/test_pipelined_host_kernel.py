@@ -1,7 +1,7 @@
 """The square family's pipelined kernel (``cuda_src/pipelined.cuh``), built for the host, against the CPU engine.
 
 ``forward_pipelined.cu`` serves the plain square-tile products of every
-(semiring, dtype) without the exact integer path.  Built with the shim of
+(semiring, dtype), with the integer ⊗ that saturates checked slice by slice.  Built with the shim of
 ``host_cuda`` (its cp.async copies become synchronous copies, with the same
 zero fill of a partial 16-byte run), it runs on numpy memory with the
 arguments the CUDA engine's own plan gives (``plan_forward``), so its tiles,
@@ -116,6 +116,28 @@ def test_every_layout_and_alignment_matches_the_cpu_engine(host_kernels, dtype, 
             want = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring)
             got = host_product(host_kernels, a, b, semiring)
             np.testing.assert_array_equal(got, want, err_msg=f"{a_layout} {b_layout} offset {offset}")
+
+
+@pytest.mark.parametrize("semiring", ["max_plus", "min_plus", "max_times"])
+def test_the_exact_integer_path_takes_the_slices_that_need_it(host_kernels, semiring):
+    """int32 ⊗ that saturates: values near the ends of the range in a few slices only, among small ones, so
+    that tame slices take the fast ⊗ and the others the exact one, in every layout and alignment; the
+    ragged last slice and the K short of one slice carry them too."""
+    bound = 2**31 - 1 if semiring != "max_times" else 2**16
+    for m, k, n, wild_ks in ((132, 76, 136, (20, 75)), (124, 12, 72, (3,))):  # offset 0: 16-byte runs
+        rng = np.random.default_rng(k)
+        for a_layout, b_layout in ALL_LAYOUTS:
+            for offset in (0, 1):
+                a = operand(rng, m, k, "int32", a_layout, offset)
+                b = operand(rng, k, n, "int32", b_layout, offset)
+                a[...] = rng.integers(-60, 60, a.shape)
+                b[...] = rng.integers(-60, 60, b.shape)
+                for kk in wild_ks:  # the extremes, and values whose ⊗ overflows without meeting them
+                    a[rng.integers(0, m, 9), kk] = rng.choice([-bound - 1, bound, bound // 2 + 7, -(bound // 2) - 9], 9)
+                    b[kk, rng.integers(0, n, 9)] = rng.choice([-bound - 1, bound, bound // 2 + 5, -(bound // 2) - 3], 9)
+                want = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring)
+                got = host_product(host_kernels, a, b, semiring)
+                np.testing.assert_array_equal(got, want, err_msg=f"{m}x{k}x{n} {a_layout} {b_layout} offset {offset}")
 
 
 @pytest.mark.parametrize("shape", [TileShape(128, 128, 16, 8, 8, 2, stages=2), TileShape(128, 256, 16, 8, 16, 1, stages=4),

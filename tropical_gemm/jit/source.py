@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..semirings import CATALOGUE, COUNT_NEGATIVE, COUNT_OVERFLOW, get_counting_semiring, get_semiring
-from .functors import device_type, functor, functors_header, needs_exact_path
+from .functors import device_type, functor, functors_header
 from .spec import BOOLEAN_DTYPE, CAST_OPS, COUNT_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "bool": "unsigned char"}
@@ -127,7 +127,7 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
 }
 
 #: The pipelined square kernel's shape per (op, dtype, operand layouts: A's then B's first letter), for the
-#: square family's products without the exact integer path; measured on an H200 by
+#: square family's products; measured on an H200 by
 #: benchmarks/tune_tiles.py (tune-tiles-pipelined-H200-2026-11-28.json, tune-tiles-argmax-...).  Every
 #: shape's stages fit ``PIPELINED_SHARED_LIMIT``: where B is row-major, the 128×256 tile in 16-deep slices
 #: (its 32-deep slices ran 4% faster on an H200 but need 155 KiB).  The integer dtypes (max_min, min_max)
@@ -185,18 +185,19 @@ PIPELINED_SHARED_LIMIT = 99 * 1024
 def pipelined(spec: KernelSpec) -> bool:
     """Whether ``spec`` is the pipelined square kernel (cp.async stages in dynamic shared memory).
 
-    It serves the square family's products without the exact integer path,
-    plain and with the argmax; the integer ⊗ that must saturate keeps the
-    register-staged kernel (square.cuh).
+    It serves the square family's products in the ops, dtypes and operand
+    layouts of ``PIPELINED_SHAPES``; the register-staged kernel (square.cuh)
+    the rest.
 
     Examples:
         >>> from tropical_gemm.jit import make_spec
         >>> from tropical_gemm.jit.source import pipelined
-        >>> pipelined(make_spec("forward", "max_plus", "float32")), pipelined(make_spec("forward", "max_plus", "int32"))
-        (True, False)
+        >>> pipelined(make_spec("forward", "max_plus", "int32"))
+        True
+        >>> pipelined(make_spec("forward_argmax", "max_plus", "int32", b_layout="col"))
+        False
     """
-    return (spec.tile == "square" and _pipelined_key(spec) in PIPELINED_SHAPES
-            and not needs_exact_path(spec.semiring, spec.dtype))
+    return spec.tile == "square" and _pipelined_key(spec) in PIPELINED_SHAPES
 
 
 def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
