@@ -5,12 +5,14 @@ Each candidate runs in a fresh process that swaps one entry of
 preamble's ``TG_UNROLL`` line) before its first kernel is built (all are
 part of the source, hence of the cache key, so candidates never share a
 cache entry).  A pipelined candidate serves every operand layout of its
-dtype; None removes the dtype from ``PIPELINED_SHAPES``: the
+(op, dtype), the exact integer path's products included
+(``PIPELINED_EXACT_OPS``); None removes them from ``PIPELINED_SHAPES``: the
 register-staged kernel, for comparison.  The
 winners go into the tables (or the preamble) by hand, with this script's
 JSON as the record.
 
-    python benchmarks/tune_tiles.py [--out benchmarks/results] [--only pipelined]
+    python benchmarks/tune_tiles.py [--out benchmarks/results] [--only pipelined] [--dtype D] [--op OP]
+        [--order C] [--pipelined BM,BN,BK,TM,TN,MIN_BLOCKS,UNROLL,STAGES ...] [--products MxKxN[xBATCH] ...]
 """
 
 from __future__ import annotations
@@ -69,9 +71,12 @@ cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
 if "shape" in cfg:
     source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
-for key in [key for key in source.PIPELINED_SHAPES if "pipelined" in cfg and key[:2] == (cfg["op"], cfg["dtype"])]:
+if "pipelined" in cfg and cfg["op"] not in source.PIPELINED_EXACT_OPS:  # the exact integer path's too
+    source.PIPELINED_EXACT_OPS += (cfg["op"],)
+for layouts in ("rr", "rc", "cr", "cc") if "pipelined" in cfg else ():
+    key = (cfg["op"], cfg["dtype"], layouts)
     if cfg["pipelined"] is None:
-        del source.PIPELINED_SHAPES[key]
+        source.PIPELINED_SHAPES.pop(key, None)
     else:
         source.PIPELINED_SHAPES[key] = source.TileShape(*cfg["pipelined"])
 if "unroll" in cfg:
@@ -80,10 +85,22 @@ if "unroll" in cfg:
 sys.path.insert(0, "benchmarks")
 from throughput import bench_product
 s = cfg["size"]
-seconds = bench_product(s, s, s, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax",
-                        order=cfg.get("order", "C"))
-print(json.dumps({"seconds": seconds, "tops": 2 * s**3 / seconds / 1e12}))
+timed = []
+for m, k, n, *batch in cfg.get("products") or [(s, s, s)]:
+    seconds = bench_product(m, k, n, cfg["dtype"], cfg["semiring"], argmax=cfg["op"] == "forward_argmax",
+                            order=cfg.get("order", "C"), batch=tuple(batch))
+    timed.append({"product": [m, k, n, *batch], "seconds": seconds,
+                  "tops": 2 * m * k * n * (batch[0] if batch else 1) / seconds / 1e12})
+print(json.dumps(timed[0] if "products" not in cfg else {"products": timed}))
 """
+
+
+def _shape(text: str) -> "list[int] | None":
+    return None if text == "none" else [int(x) for x in text.split(",")]
+
+
+def _product(text: str) -> list[int]:
+    return [int(x) for x in text.split("x")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("shapes", "unrolls", "pipelined"), help="one kind of candidate")
     parser.add_argument("--op", choices=("forward", "forward_argmax"), help="one op's candidates")
     parser.add_argument("--dtype", help="one dtype's candidates")
+    parser.add_argument("--order", help="one operand order's candidates (C, F, CF, FC)")
+    parser.add_argument("--pipelined", action="append", type=_shape, metavar="BM,BN,BK,TM,TN,MIN_BLOCKS,UNROLL,STAGES",
+                        help="try these pipelined shapes (or 'none': the register-staged kernel) instead of the "
+                             "script's lists; repeat for more")
+    parser.add_argument("--products", nargs="+", type=_product, metavar="MxKxN[xBATCH]",
+                        help="time every candidate on these products instead of the size's cube")
     args = parser.parse_args(argv)
     rows = []
     kinds = {
@@ -100,10 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         "unrolls": [{"dtype": d, "op": o, "semiring": s, "size": n, "unroll": u}
                     for d, o, s, n, unrolls in UNROLLS for u in unrolls],
         "pipelined": [{"dtype": d, "op": o, "semiring": s, "size": n, "order": order, "pipelined": p}
-                      for d, o, s, n, order, shapes in PIPELINES for p in shapes],
+                      for d, o, s, n, order, shapes in PIPELINES for p in args.pipelined or shapes],
     }
     configs = [cfg for kind, listed in kinds.items() if args.only in (None, kind) for cfg in listed
-               if args.op in (None, cfg["op"]) and args.dtype in (None, cfg["dtype"])]
+               if args.op in (None, cfg["op"]) and args.dtype in (None, cfg["dtype"])
+               and args.order in (None, cfg.get("order"))]
+    if args.pipelined:  # the same shapes for every (dtype, op, order) the lists name: once each
+        configs = list({json.dumps(cfg, sort_keys=True): cfg for cfg in configs}.values())
+    for cfg in configs if args.products else ():
+        cfg["products"] = args.products
     for cfg in configs:
         dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
         done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
@@ -112,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
         rows.append({**cfg, **result})
         label = f"{cfg.get('shape', cfg.get('unroll', cfg.get('pipelined')))} {cfg.get('order', '')}"
-        print(f"{dtype:8} {op:15} {semiring:9} {size}^3 {label:40} "
-              + (f"{result['tops']:6.2f} T ops/s" if "tops" in result else result["error"]), flush=True)
+        for timed in result.get("products", [{"product": [size] * 3, **result}]):
+            print(f"{dtype:8} {op:15} {semiring:9} {'x'.join(map(str, timed['product'])):18} {label:40} "
+                  + (f"{timed['tops']:6.2f} T ops/s" if "tops" in timed else result["error"]), flush=True)
     from throughput import environment  # benchmarks/ is this script's own directory
 
     args.out.mkdir(parents=True, exist_ok=True)

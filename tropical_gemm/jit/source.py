@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..semirings import CATALOGUE, COUNT_NEGATIVE, COUNT_OVERFLOW, get_counting_semiring, get_semiring
-from .functors import device_type, functor, functors_header
+from .functors import device_type, functor, functors_header, needs_exact_path
 from .spec import BOOLEAN_DTYPE, CAST_OPS, COUNT_OPS, FORWARD_OPS, ORDERED_BACKWARD_OPS, KernelSpec
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "bool": "unsigned char"}
@@ -141,6 +141,10 @@ _PIPELINED_8_BYTE = {layouts: TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=4
 #: The argmax: the pipelined kernel beat the register-staged one on row-major operands only (by 2.5%, f32);
 #: elsewhere it was as fast or slower (f64; column-major B) or spilled (row-major A, column-major B).
 _PIPELINED_ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3)
+#: The ops whose products with the exact integer path (int32 and int64 under max_plus, min_plus, max_times)
+#: take the pipelined kernel.  Its argmax ran 1.46 times as fast as the register-staged one (int32,
+#: row-major operands); its plain product was no faster (tune-tiles-exact-H200-2026-11-28.json).
+PIPELINED_EXACT_OPS = ("forward_argmax",)
 PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("forward", d, layouts): shape for d in ("float32", "int32") for layouts, shape in _PIPELINED_4_BYTE.items()},
     **{("forward", d, layouts): shape for d in ("float64", "int64") for layouts, shape in _PIPELINED_8_BYTE.items()},
@@ -186,18 +190,18 @@ def pipelined(spec: KernelSpec) -> bool:
     """Whether ``spec`` is the pipelined square kernel (cp.async stages in dynamic shared memory).
 
     It serves the square family's products in the ops, dtypes and operand
-    layouts of ``PIPELINED_SHAPES``; the register-staged kernel (square.cuh)
-    the rest.
+    layouts of ``PIPELINED_SHAPES``, those with the exact integer path only
+    in ``PIPELINED_EXACT_OPS``; the register-staged kernel (square.cuh) the
+    rest.
 
     Examples:
         >>> from tropical_gemm.jit import make_spec
         >>> from tropical_gemm.jit.source import pipelined
-        >>> pipelined(make_spec("forward", "max_plus", "int32"))
-        True
-        >>> pipelined(make_spec("forward_argmax", "max_plus", "int32", b_layout="col"))
-        False
+        >>> [pipelined(make_spec(op, sr, "int32")) for op in ("forward", "forward_argmax") for sr in ("max_min", "max_plus")]
+        [True, False, True, True]
     """
-    return spec.tile == "square" and _pipelined_key(spec) in PIPELINED_SHAPES
+    return (spec.tile == "square" and _pipelined_key(spec) in PIPELINED_SHAPES
+            and (spec.op in PIPELINED_EXACT_OPS or not needs_exact_path(spec.semiring, spec.dtype)))
 
 
 def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
