@@ -52,7 +52,7 @@ _F64 = [None, (64, 64, 16, 4, 4, 2, 0, 3), (64, 64, 16, 4, 4, 2, 0, 4), (128, 64
 _I32 = [None, (128, 256, 16, 8, 16, 1, 2, 3), (128, 256, 16, 8, 16, 1, 0, 3), (128, 128, 16, 8, 8, 1, 0, 3),
         (128, 128, 16, 8, 8, 1, 0, 4), (256, 128, 16, 16, 8, 1, 0, 3)]
 _I64 = [None, (64, 64, 16, 4, 4, 2, 0, 4), (64, 64, 16, 4, 4, 2, 0, 3)]
-_I32_ARGMAX = [None, (128, 128, 16, 8, 8, 1, 0, 3), (128, 64, 16, 8, 4, 1, 0, 3)]
+_I32_ARGMAX = [None, (128, 128, 16, 8, 8, 1, 0, 3)]
 _F32_ARGMAX = [None, (128, 128, 16, 8, 8, 1, 0, 3), (128, 128, 32, 8, 8, 1, 0, 2), (128, 128, 8, 8, 8, 1, 0, 4),
                (128, 64, 16, 8, 4, 2, 0, 3)]
 _F64_ARGMAX = [None, (64, 64, 16, 4, 4, 2, 0, 3), (64, 64, 8, 4, 4, 2, 0, 4), (128, 64, 16, 8, 4, 1, 0, 3)]
@@ -62,7 +62,7 @@ PIPELINES += [("int32", "forward", "max_plus", 4096, order, _I32) for order in (
 PIPELINES += [("int64", "forward", "max_plus", 4096, "C", _I64)]
 PIPELINES += [("float32", "forward_argmax", "max_plus", 4096, order, _F32_ARGMAX) for order in ("C", "F")]
 PIPELINES += [("float64", "forward_argmax", "max_plus", 4096, "C", _F64_ARGMAX)]
-PIPELINES += [("int32", "forward_argmax", "max_plus", 4096, order, _I32_ARGMAX) for order in ("C", "F")]
+PIPELINES += [("int32", "forward_argmax", "max_plus", 4096, order, _I32_ARGMAX) for order in ("C", "F", "CF")]
 
 CHILD = r"""
 import json, sys
