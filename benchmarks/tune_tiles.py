@@ -5,8 +5,8 @@ Each candidate runs in a fresh process that swaps one entry of
 preamble's ``TG_UNROLL`` line) before its first kernel is built (all are
 part of the source, hence of the cache key, so candidates never share a
 cache entry).  A pipelined candidate serves every operand layout of its
-(op, dtype), the exact integer path's products included
-(``PIPELINED_EXACT_OPS``); None removes them from ``PIPELINED_SHAPES``: the
+(op, dtype) (in ``PIPELINED_EXACT_SHAPES`` where the semiring and dtype
+take the exact integer path); None removes them from the table: the
 register-staged kernel, for comparison.  The
 winners go into the tables (or the preamble) by hand, with this script's
 JSON as the record.
@@ -71,14 +71,14 @@ cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
 if "shape" in cfg:
     source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
-if "pipelined" in cfg and cfg["op"] not in source.PIPELINED_EXACT_OPS:  # the exact integer path's too
-    source.PIPELINED_EXACT_OPS += (cfg["op"],)
+from tropical_gemm.jit.functors import needs_exact_path
+table = source.PIPELINED_EXACT_SHAPES if needs_exact_path(cfg["semiring"], cfg["dtype"]) else source.PIPELINED_SHAPES
 for layouts in ("rr", "rc", "cr", "cc") if "pipelined" in cfg else ():
     key = (cfg["op"], cfg["dtype"], layouts)
     if cfg["pipelined"] is None:
-        source.PIPELINED_SHAPES.pop(key, None)
+        table.pop(key, None)
     else:
-        source.PIPELINED_SHAPES[key] = source.TileShape(*cfg["pipelined"])
+        table[key] = source.TileShape(*cfg["pipelined"])
 if "unroll" in cfg:
     default = source.preamble
     source.preamble = lambda: default().replace("#define TG_UNROLL 4", "#define TG_UNROLL %d" % cfg["unroll"])

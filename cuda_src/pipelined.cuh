@@ -244,12 +244,12 @@ __device__ __forceinline__ bool runs_aligned(const T* p, i64 contiguous_stride, 
 // also the OR of the answers: a slice holding a value that is not tame
 // (preamble.cuh) takes exact_slice, the others the fast ⊗.
 //
-// The argmax variant computes each slice's own ⊕ apart (part, from the
-// zero), then folds it in and records, per output, the first k of the last
-// slice that strictly improved it, as the square kernel does (square.cuh:
-// the same values bit for bit, ⊕ being exact and associative, and the same
-// slice for argmax_resolve to search); a product one slice deep compares
-// every candidate instead and needs no resolve.
+// The argmax variant computes each slice's own ⊕ apart (part), then folds
+// it in and records, per output, the first k of the last slice that
+// strictly improved it, as the square kernel does (square.cuh: the same
+// values bit for bit, ⊕ being exact and associative, and the same slice for
+// argmax_resolve to search); a product one slice deep compares every
+// candidate instead and needs no resolve.
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
           int STAGES, int SMEM_BYTES>
 struct PipelinedKernel {
@@ -269,34 +269,44 @@ struct PipelinedKernel {
   };
   static_assert(sizeof(Smem) == SMEM_BYTES, "source.dynamic_shared_bytes must give the stages' size");
 
-  // Every k of a full slice, KG steps per group.
-  __device__ static void full_slice(const Smem& s, int buf, int ty, int tx, T (&acc)[TM][TN]) {
-#pragma unroll UNROLL
-    for (int g = 0; g < BK / KG; ++g) {
-      T ag[A_LK ? TM : 1][A_LK ? KG : 1], bg[B_LK ? TN : 1][B_LK ? KG : 1];
-      if constexpr (A_LK) StageA::group(s.a[buf], g, ty, ag);
-      if constexpr (B_LK) StageB::group(s.b[buf], g, tx, bg);
+  // The KG ks of group g.  ASSIGN: the group's first k assigns its ⊗ rather than ⊕ing it in (the first
+  // group of an argmax slice that starts from its first ⊗: see slice).
+  template <bool ASSIGN>
+  __device__ static void group(const Smem& s, int buf, int g, int ty, int tx, T (&acc)[TM][TN]) {
+    T ag[A_LK ? TM : 1][A_LK ? KG : 1], bg[B_LK ? TN : 1][B_LK ? KG : 1];
+    if constexpr (A_LK) StageA::group(s.a[buf], g, ty, ag);
+    if constexpr (B_LK) StageB::group(s.b[buf], g, tx, bg);
 #pragma unroll
-      for (int v = 0; v < KG; ++v) {
-        T a[TM], b[TN];
-        if constexpr (A_LK) {
+    for (int v = 0; v < KG; ++v) {
+      T a[TM], b[TN];
+      if constexpr (A_LK) {
 #pragma unroll
-          for (int i = 0; i < TM; ++i) a[i] = ag[i][v];
-        } else {
-          StageA::step(s.a[buf], g * KG + v, ty, a);
-        }
-        if constexpr (B_LK) {
-#pragma unroll
-          for (int j = 0; j < TN; ++j) b[j] = bg[j][v];
-        } else {
-          StageB::step(s.b[buf], g * KG + v, tx, b);
-        }
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+        for (int i = 0; i < TM; ++i) a[i] = ag[i][v];
+      } else {
+        StageA::step(s.a[buf], g * KG + v, ty, a);
       }
+      if constexpr (B_LK) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) b[j] = bg[j][v];
+      } else {
+        StageB::step(s.b[buf], g * KG + v, tx, b);
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          acc[i][j] = ASSIGN && v == 0 ? SR::template mul_fast<T>(a[i], b[j])
+                                       : SR::template mac<T>(acc[i][j], a[i], b[j]);
     }
+  }
+
+  // Every k of a full slice, a group of KG ks at a time.  FROM_FIRST: acc holds nothing yet, and the
+  // slice's first ⊗ is assigned to it.
+  template <bool FROM_FIRST>
+  __device__ static void full_slice(const Smem& s, int buf, int ty, int tx, T (&acc)[TM][TN]) {
+    if constexpr (FROM_FIRST) group<true>(s, buf, 0, ty, tx, acc);
+#pragma unroll UNROLL
+    for (int g = FROM_FIRST ? 1 : 0; g < BK / KG; ++g) group<false>(s, buf, g, ty, tx, acc);
   }
 
   // A slice one k at a time (the last, partial one).
@@ -313,10 +323,14 @@ struct PipelinedKernel {
   }
 
   // The argmax of a product one slice deep: every candidate compared with its output and the winner's k
-  // kept in idx, so that no resolve follows.  That slice is all the product computes, so its ⊗ is the
-  // exact one where there is one (one copy of the loop, not two).
-  __device__ static void each_k(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
+  // kept in idx, so that no resolve follows.  A slice holding values that are not tame (wild) takes the
+  // exact ⊗, with the loops rolled as in exact_slice.
+  __device__ static void each_k(const Smem& s, int buf, int steps, bool wild, int ty, int tx, T (&acc)[TM][TN],
                                 int (&idx)[TM][TN]) {
+    if (EXACT && wild) {
+      each_k_exact(s, buf, steps, ty, tx, acc, idx);
+      return;
+    }
     for (int kk = 0; kk < steps; ++kk) {
       T a[TM], b[TN];
       StageA::step(s.a[buf], kk, ty, a);
@@ -325,13 +339,39 @@ struct PipelinedKernel {
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          const T c = EXACT ? SR::template mul_exact<T>(a[i], b[j]) : SR::template mul_fast<T>(a[i], b[j]);
+          const T c = SR::template mul_fast<T>(a[i], b[j]);
           if (SR::template better<T>(c, acc[i][j])) {
             acc[i][j] = c;
             idx[i][j] = kk;
           }
         }
     }
+  }
+
+  __device__ static void each_k_exact(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
+                                     int (&idx)[TM][TN]) {
+    T held[TM][TN];
+    int at[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) held[i][j] = acc[i][j], at[i][j] = idx[i][j];
+#pragma unroll 1
+    for (int kk = 0; kk < steps; ++kk) {
+#pragma unroll 1
+      for (int i = 0; i < TM; ++i) {
+        const T a = StageA::at(s.a[buf], StageA::line_of(i, ty), kk);
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          const T c = SR::template mul_exact<T>(a, StageB::at(s.b[buf], StageB::line_of(j, tx), kk));
+          if (SR::template better<T>(c, held[i][j])) held[i][j] = c, at[i][j] = kk;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = held[i][j], idx[i][j] = at[i][j];
   }
 
   // A slice holding values that are not tame, by the exact ⊗.  Such slices are rare, so this is written
@@ -362,26 +402,34 @@ struct PipelinedKernel {
   }
 
   // Slice kt (steps ks of it) into acc; the argmax's slice apart, then folded in (see the struct's comment).
-  // wild: the slice holds a value that is not tame (the exact integer path's kernels only).
+  // wild: the slice holds a value that is not tame (the exact integer path's kernels only).  The
+  // argmax's full slice starts from its first ⊗, not from ⊕ with the zero, wherever ⊕ takes a NaN on
+  // either side (float's fmaxf and fminf; integers have none): the same value, and a move and an ⊕ fewer
+  // per output.  double's ⊕ is a compare-select that assumes the running value is never NaN (acc_max).
   __device__ static void slice(const Smem& s, int buf, int steps, i64 kt, bool wild, int ty, int tx,
                                T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+    constexpr bool FROM_FIRST = !IsFloat<T>::value || sizeof(T) == 4;
     if constexpr (ARGMAX) {
       T part[TM][TN];
+      if (FROM_FIRST && steps == BK && !(EXACT && wild)) {
+        full_slice<FROM_FIRST>(s, buf, ty, tx, part);
+      } else {
 #pragma unroll
-      for (int i = 0; i < TM; ++i)
+        for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) part[i][j] = SR::template zero<T>();
-      values(s, buf, steps, wild, ty, tx, part);
+          for (int j = 0; j < TN; ++j) part[i][j] = SR::template zero<T>();
+        if (EXACT && wild) exact_slice(s, buf, steps, ty, tx, part);
+        else if (!FROM_FIRST && steps == BK) full_slice<false>(s, buf, ty, tx, part);  // one copy of the slice
+        else partial_slice(s, buf, steps, ty, tx, part);
+      }
       fold_slice<SR>(acc, part, idx, (int)(kt * BK));
+    } else if (EXACT && wild) {
+      exact_slice(s, buf, steps, ty, tx, acc);
+    } else if (steps == BK) {
+      full_slice<false>(s, buf, ty, tx, acc);
     } else {
-      values(s, buf, steps, wild, ty, tx, acc);
+      partial_slice(s, buf, steps, ty, tx, acc);
     }
-  }
-  // Slice kt's own ⊕ into acc, by the fast ⊗ or the exact one.
-  __device__ static void values(const Smem& s, int buf, int steps, bool wild, int ty, int tx, T (&acc)[TM][TN]) {
-    if (EXACT && wild) exact_slice(s, buf, steps, ty, tx, acc);
-    else if (steps == BK) full_slice(s, buf, ty, tx, acc);
-    else partial_slice(s, buf, steps, ty, tx, acc);
   }
 
   __device__ static void run(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
@@ -446,7 +494,7 @@ struct PipelinedKernel {
         }
         stage(kt + STAGES - 1);
         const int steps = K - kt * BK < BK ? (int)(K - kt * BK) : BK;
-        if (ARGMAX && k_tiles == 1) each_k(s, buf, steps, ty, tx, acc, idx);
+        if (ARGMAX && k_tiles == 1) each_k(s, buf, steps, wild, ty, tx, acc, idx);
         else slice(s, buf, steps, kt, wild, ty, tx, acc, idx);
       }
       // No copy in flight, and every thread done reading, before the next tile's copies.

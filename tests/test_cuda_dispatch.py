@@ -39,11 +39,12 @@ def test_batch_strides_zero_where_operand_broadcasts():
      (1, 4096, 4096, 1, ("vector", False)), (4096, 1, 4096, 1, ("vector", True)), (2, 4096, 64, 1, ("skinny", False)),
      # 4 square tiles and no K split: the small family's 64 blocks instead
      (256, 256, 256, 1, ("small", False)), (17, 17, 17, 1, ("small", False)),
-     # 128x256 tiles, one block an SM: 8 tiles x 16 K slices = 128 blocks fill 7/8 of 132 SMs; 8 x 9 do not
+     # 128x128 tiles, two blocks an SM: 64 tiles x 4 K slices fill 3/4 of 264 (1024^3); 16 x 9 do not
      (1024, 1024, 4096, 1, ("square", False)), (512, 512, 2304, 1, ("small", False)),
      (1024, 1024, 1024, 1, ("square", False)), (512, 512, 512, 1, ("small", False)),
-     # a batch of tiles fills 7/8 of the SMs by itself
-     (128, 256, 64, 116, ("square", False)), (128, 256, 64, 115, ("small", False))],
+     (1000, 777, 3000, 1, ("square", False)),  # 1000x3000x777: 56 tiles x 4 K slices
+     # a batch of tiles fills 3/4 of the resident blocks (198 of 264) by itself
+     (128, 128, 64, 198, ("square", False)), (128, 128, 64, 197, ("small", False))],
 )
 def test_choose_tile(m, n, k, batches, expected):
     assert cuda_engine.choose_tile(m, n, k, batches, "float32", "forward", sms=132) == expected
@@ -118,12 +119,14 @@ def test_a_square_argmax_one_slice_deep_needs_no_resolve(dtype):
 
 def test_every_pipelined_shape_fits_the_smallest_opt_in_of_sm_80_and_later():
     from tropical_gemm.jit import make_spec
-    from tropical_gemm.jit.source import PIPELINED_SHAPES, PIPELINED_SHARED_LIMIT, dynamic_shared_bytes
+    from tropical_gemm.jit.source import (PIPELINED_EXACT_SHAPES, PIPELINED_SHAPES, PIPELINED_SHARED_LIMIT,
+                                          dynamic_shared_bytes, pipelined)
 
     layouts = {"r": "row", "c": "col"}
-    for op, dtype, (a, b) in PIPELINED_SHAPES:
-        spec = make_spec(op, "max_min", dtype, a_layout=layouts[a], b_layout=layouts[b])
-        assert 48 * 1024 < dynamic_shared_bytes(spec) <= PIPELINED_SHARED_LIMIT, spec.name
+    for semiring, table in (("max_min", PIPELINED_SHAPES), ("max_plus", PIPELINED_EXACT_SHAPES)):
+        for op, dtype, (a, b) in table:
+            spec = make_spec(op, semiring, dtype, a_layout=layouts[a], b_layout=layouts[b])
+            assert pipelined(spec) and 48 * 1024 < dynamic_shared_bytes(spec) <= PIPELINED_SHARED_LIMIT, spec.name
 
 
 def test_a_gpu_with_less_shared_memory_takes_the_small_family():

@@ -119,10 +119,14 @@ def test_every_layout_and_alignment_matches_the_cpu_engine(host_kernels, dtype, 
 
 
 @pytest.mark.parametrize("semiring", ["max_plus", "min_plus", "max_times"])
-def test_the_exact_integer_path_takes_the_slices_that_need_it(host_kernels, semiring):
+def test_the_exact_integer_path_takes_the_slices_that_need_it(host_kernels, monkeypatch, semiring):
     """int32 ⊗ that saturates: values near the ends of the range in a few slices only, among small ones, so
     that tame slices take the fast ⊗ and the others the exact one, in every layout and alignment; the
-    ragged last slice and the K short of one slice carry them too."""
+    ragged last slice and the K short of one slice carry them too.  The plain product (the argmax's slices
+    run the same code) with the plain float shapes, as benchmarks/tune_tiles.py tries them."""
+    for layouts in ("rr", "rc", "cr", "cc"):
+        monkeypatch.setitem(source.PIPELINED_EXACT_SHAPES, ("forward", "int32", layouts),
+                            source.PIPELINED_SHAPES[("forward", "float32", layouts)])
     bound = 2**31 - 1 if semiring != "max_times" else 2**16
     for m, k, n, wild_ks in ((132, 76, 136, (20, 75)), (124, 12, 72, (3,))):  # offset 0: 16-byte runs
         rng = np.random.default_rng(k)
@@ -156,7 +160,8 @@ def test_other_tiles_and_pipeline_depths(host_kernels, monkeypatch, shape):
                                       err_msg=f"{shape} {a_layout} {b_layout}")
 
 
-@pytest.mark.parametrize("dtype,semiring", [("float32", "max_plus"), ("float64", "min_plus"), ("int32", "max_min")])
+@pytest.mark.parametrize("dtype,semiring", [("float32", "max_plus"), ("float64", "min_plus"), ("int32", "max_min"),
+                                           ("int32", "max_plus")])
 @pytest.mark.parametrize("k", [1, 16, 77])
 def test_the_argmax_records_the_winners_slice_or_the_winner(host_kernels, monkeypatch, dtype, semiring, k):
     """Values as the CPU engine's; the recorded k is the first of the slice holding the winner (the smallest
@@ -165,8 +170,9 @@ def test_the_argmax_records_the_winners_slice_or_the_winner(host_kernels, monkey
     run the pipelined argmax here, also where the table leaves them to the register-staged kernel."""
     shape = TileShape(128, 128, 16, 8, 8, 1, stages=3) if dtype.endswith("32") else TileShape(64, 64, 16, 4, 4, 2,
                                                                                                  stages=3)
+    table = source.PIPELINED_EXACT_SHAPES if semiring == "max_plus" and dtype == "int32" else source.PIPELINED_SHAPES
     for a_layout, b_layout in ALL_LAYOUTS:  # a K of 1 may plan another layout than the operands were drawn in
-        monkeypatch.setitem(source.PIPELINED_SHAPES, ("forward_argmax", dtype, a_layout[0] + b_layout[0]), shape)
+        monkeypatch.setitem(table, ("forward_argmax", dtype, a_layout[0] + b_layout[0]), shape)
     rng = np.random.default_rng(k)
     for a_layout, b_layout in ALL_LAYOUTS[::3] if dtype == "float32" else ALL_LAYOUTS[2:3]:
         a = operand(rng, 131, k, dtype, a_layout, 0)

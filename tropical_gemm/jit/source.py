@@ -127,29 +127,35 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
 }
 
 #: The pipelined square kernel's shape per (op, dtype, operand layouts: A's then B's first letter), for the
-#: square family's products; measured on an H200 by
-#: benchmarks/tune_tiles.py (tune-tiles-pipelined-H200-2026-11-28.json, tune-tiles-argmax-...).  Every
-#: shape's stages fit ``PIPELINED_SHARED_LIMIT``: where B is row-major, the 128×256 tile in 16-deep slices
-#: (its 32-deep slices ran 4% faster on an H200 but need 155 KiB).  The integer dtypes (max_min, min_max)
-#: take the shapes of the floats of their width.
-_PIPELINED_4_BYTE = {"rr": TileShape(128, 256, 16, 8, 16, min_blocks=1, unroll=2, stages=3),
+#: square family's products; measured on an H200 by benchmarks/tune_tiles.py (tune-tiles-pipelined-,
+#: -products-, -f64-, -exact-argmax-H200-2026-11-28.json).  Every shape's stages fit
+#: ``PIPELINED_SHARED_LIMIT``.  Row-major operands take 128×128 tiles in 32-deep slices, two blocks an SM:
+#: as fast as the 128×256 tile on large cubes, and faster where a product's edges leave tiles part empty
+#: (1000×3000×777, 3000×1000×2047, 256 batches of 256³).  The integer dtypes take the shapes of the floats
+#: of their width, but float64 row-major's, whose 8×8 outputs a thread would spill int64's registers.
+_SQUARE_128 = TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)
+_PIPELINED_4_BYTE = {"rr": _SQUARE_128,
                      "rc": TileShape(256, 128, 16, 16, 8, min_blocks=1, stages=3),
                      "cr": TileShape(128, 256, 16, 8, 16, min_blocks=1, unroll=2, stages=3),
-                     "cc": TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)}
+                     "cc": _SQUARE_128}
 _PIPELINED_8_BYTE = {layouts: TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=4)
                      for layouts in ("rr", "rc", "cr", "cc")}
+_PIPELINED_F64_ROW_MAJOR = TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=2)
 #: The argmax: the pipelined kernel beat the register-staged one on row-major operands only (by 2.5%, f32);
 #: elsewhere it was as fast or slower (f64; column-major B) or spilled (row-major A, column-major B).
 _PIPELINED_ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3)
-#: The ops whose products with the exact integer path (int32 and int64 under max_plus, min_plus, max_times)
-#: take the pipelined kernel.  Its argmax ran 1.46 times as fast as the register-staged one (int32,
-#: row-major operands); its plain product was no faster (tune-tiles-exact-H200-2026-11-28.json).
-PIPELINED_EXACT_OPS = ("forward_argmax",)
 PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("forward", d, layouts): shape for d in ("float32", "int32") for layouts, shape in _PIPELINED_4_BYTE.items()},
     **{("forward", d, layouts): shape for d in ("float64", "int64") for layouts, shape in _PIPELINED_8_BYTE.items()},
+    ("forward", "float64", "rr"): _PIPELINED_F64_ROW_MAJOR,
     **{("forward_argmax", d, "rr"): _PIPELINED_ARGMAX_4_BYTE for d in ("float32", "int32")},
 }
+#: The same, for the products with the exact integer path (int32 and int64 under max_plus, min_plus,
+#: max_times).  The argmax ran 1.36-1.48 times as fast as the register-staged one in every layout (int32,
+#: tune-tiles-exact-argmax-H200-2026-11-28.json); the plain product was no faster, so it keeps that one
+#: (tune-tiles-exact-H200-2026-11-28.json).
+PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
+    ("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE for layouts in ("rr", "rc", "cr", "cc")}
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.
 _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu",
@@ -190,9 +196,9 @@ def pipelined(spec: KernelSpec) -> bool:
     """Whether ``spec`` is the pipelined square kernel (cp.async stages in dynamic shared memory).
 
     It serves the square family's products in the ops, dtypes and operand
-    layouts of ``PIPELINED_SHAPES``, those with the exact integer path only
-    in ``PIPELINED_EXACT_OPS``; the register-staged kernel (square.cuh) the
-    rest.
+    layouts of ``PIPELINED_SHAPES`` (of ``PIPELINED_EXACT_SHAPES`` for those
+    with the exact integer path); the register-staged kernel (square.cuh)
+    the rest.
 
     Examples:
         >>> from tropical_gemm.jit import make_spec
@@ -200,8 +206,11 @@ def pipelined(spec: KernelSpec) -> bool:
         >>> [pipelined(make_spec(op, sr, "int32")) for op in ("forward", "forward_argmax") for sr in ("max_min", "max_plus")]
         [True, False, True, True]
     """
-    return (spec.tile == "square" and _pipelined_key(spec) in PIPELINED_SHAPES
-            and (spec.op in PIPELINED_EXACT_OPS or not needs_exact_path(spec.semiring, spec.dtype)))
+    return spec.tile == "square" and _pipelined_key(spec) in _pipelined_table(spec)
+
+
+def _pipelined_table(spec: KernelSpec) -> dict[tuple[str, str, str], TileShape]:
+    return PIPELINED_EXACT_SHAPES if needs_exact_path(spec.semiring, spec.dtype) else PIPELINED_SHAPES
 
 
 def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
@@ -210,7 +219,7 @@ def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
 
 def tile_shape(spec: KernelSpec) -> TileShape:
     if pipelined(spec):
-        return PIPELINED_SHAPES[_pipelined_key(spec)]
+        return _pipelined_table(spec)[_pipelined_key(spec)]
     return TILE_SHAPES[(spec.tile, spec.dtype, spec.op)]
 
 
