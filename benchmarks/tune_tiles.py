@@ -13,6 +13,7 @@ JSON as the record.
 
     python benchmarks/tune_tiles.py [--out benchmarks/results] [--only pipelined] [--dtype D] [--op OP]
         [--order C] [--pipelined BM,BN,BK,TM,TN,MIN_BLOCKS,UNROLL,STAGES ...] [--products MxKxN[xBATCH] ...]
+        [--semiring S]
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--op", choices=("forward", "forward_argmax"), help="one op's candidates")
     parser.add_argument("--dtype", help="one dtype's candidates")
     parser.add_argument("--order", help="one operand order's candidates (C, F, CF, FC)")
+    parser.add_argument("--semiring", help="time the candidates under this semiring instead of the lists' own")
     parser.add_argument("--pipelined", action="append", type=_shape, metavar="BM,BN,BK,TM,TN,MIN_BLOCKS,UNROLL,STAGES",
                         help="try these pipelined shapes (or 'none': the register-staged kernel) instead of the "
                              "script's lists; repeat for more")
@@ -132,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         configs = list({json.dumps(cfg, sort_keys=True): cfg for cfg in configs}.values())
     for cfg in configs if args.products else ():
         cfg["products"] = args.products
+    for cfg in configs if args.semiring else ():
+        cfg["semiring"] = args.semiring
     for cfg in configs:
         dtype, op, semiring, size = cfg["dtype"], cfg["op"], cfg["semiring"], cfg["size"]
         done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
