@@ -309,8 +309,9 @@ struct PipelinedKernel {
     for (int g = FROM_FIRST ? 1 : 0; g < BK / KG; ++g) group<false>(s, buf, g, ty, tx, acc);
   }
 
-  // A slice one k at a time (the last, partial one).
-  __device__ static void partial_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
+  // Each candidate of a slice one k at a time, by its operands: visit(i, j, kk, a, b).
+  template <class Visit>
+  __device__ static void each_step(const Smem& s, int buf, int steps, int ty, int tx, Visit visit) {
     for (int kk = 0; kk < steps; ++kk) {
       T a[TM], b[TN];
       StageA::step(s.a[buf], kk, ty, a);
@@ -318,87 +319,55 @@ struct PipelinedKernel {
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = SR::template mac<T>(acc[i][j], a[i], b[j]);
+        for (int j = 0; j < TN; ++j) visit(i, j, kk, a[i], b[j]);
     }
+  }
+
+  // A slice one k at a time (the last, partial one).
+  __device__ static void partial_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
+    each_step(s, buf, steps, ty, tx,
+              [&](int i, int j, int, T a, T b) { acc[i][j] = SR::template mac<T>(acc[i][j], a, b); });
   }
 
   // The argmax of a product one slice deep: every candidate compared with its output and the winner's k
   // kept in idx, so that no resolve follows.  A slice holding values that are not tame (wild) takes the
-  // exact ⊗, with the loops rolled as in exact_slice.
+  // exact ⊗ (tiles.cuh: exact_candidates).
   __device__ static void each_k(const Smem& s, int buf, int steps, bool wild, int ty, int tx, T (&acc)[TM][TN],
                                 int (&idx)[TM][TN]) {
     if (EXACT && wild) {
-      each_k_exact(s, buf, steps, ty, tx, acc, idx);
-      return;
-    }
-    for (int kk = 0; kk < steps; ++kk) {
-      T a[TM], b[TN];
-      StageA::step(s.a[buf], kk, ty, a);
-      StageB::step(s.b[buf], kk, tx, b);
+      int at[TM][TN];
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          const T c = SR::template mul_fast<T>(a[i], b[j]);
-          if (SR::template better<T>(c, acc[i][j])) {
-            acc[i][j] = c;
-            idx[i][j] = kk;
-          }
-        }
+        for (int j = 0; j < TN; ++j) at[i][j] = idx[i][j];
+      exact_candidates<SR>(acc, steps, a_at(s, buf, ty), b_at(s, buf, tx), [&](T& value, int i, int j, int kk, T c) {
+        if (SR::template better<T>(c, value)) value = c, at[i][j] = kk;
+      });
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) idx[i][j] = at[i][j];
+      return;
     }
+    each_step(s, buf, steps, ty, tx, [&](int i, int j, int kk, T a, T b) {
+      const T c = SR::template mul_fast<T>(a, b);
+      if (SR::template better<T>(c, acc[i][j])) acc[i][j] = c, idx[i][j] = kk;
+    });
   }
 
-  __device__ static void each_k_exact(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
-                                     int (&idx)[TM][TN]) {
-    T held[TM][TN];
-    int at[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) held[i][j] = acc[i][j], at[i][j] = idx[i][j];
-#pragma unroll 1
-    for (int kk = 0; kk < steps; ++kk) {
-#pragma unroll 1
-      for (int i = 0; i < TM; ++i) {
-        const T a = StageA::at(s.a[buf], StageA::line_of(i, ty), kk);
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          const T c = SR::template mul_exact<T>(a, StageB::at(s.b[buf], StageB::line_of(j, tx), kk));
-          if (SR::template better<T>(c, held[i][j])) held[i][j] = c, at[i][j] = kk;
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] = held[i][j], idx[i][j] = at[i][j];
+  // This thread's values of a staged slice, by k step and i (j): exact_candidates' operands.
+  __device__ static auto a_at(const Smem& s, int buf, int ty) {
+    return [&s, buf, ty](int kk, int i) { return StageA::at(s.a[buf], StageA::line_of(i, ty), kk); };
+  }
+  __device__ static auto b_at(const Smem& s, int buf, int tx) {
+    return [&s, buf, tx](int kk, int j) { return StageB::at(s.b[buf], StageB::line_of(j, tx), kk); };
   }
 
-  // A slice holding values that are not tame, by the exact ⊗.  Such slices are rare, so this is written
-  // for the compiler, as the square kernel's consume_exact is: the accumulators go to local memory and
-  // every loop but the innermost stays rolled.  Each output sees the same ⊕ of the same ⊗ in the same k
-  // order as on the fast path.
+  // A slice holding values that are not tame, by the exact ⊗ (tiles.cuh: exact_candidates): each output
+  // sees the same ⊕ of the same ⊗ in the same k order as on the fast path.
   __device__ static void exact_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
-    T held[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) held[i][j] = acc[i][j];
-#pragma unroll 1
-    for (int kk = 0; kk < steps; ++kk) {
-#pragma unroll 1
-      for (int i = 0; i < TM; ++i) {
-        const T a = StageA::at(s.a[buf], StageA::line_of(i, ty), kk);
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-          held[i][j] = SR::template add<T>(held[i][j],
-                                           SR::template mul_exact<T>(a, StageB::at(s.b[buf], StageB::line_of(j, tx), kk)));
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] = held[i][j];
+    exact_candidates<SR>(acc, steps, a_at(s, buf, ty), b_at(s, buf, tx),
+                         [](T& value, int, int, int, T c) { value = SR::template add<T>(value, c); });
   }
 
   // Slice kt (steps ks of it) into acc; the argmax's slice apart, then folded in (see the struct's comment).

@@ -98,32 +98,13 @@ struct SquareKernel {
     }
   }
 
-  // The exact path (exact integer ⊗) runs only on slices holding extreme
-  // integers, so it is written for the compiler, not for speed: the
-  // accumulators are copied to a local-memory array and every loop but the
-  // innermost stays rolled.  Unrolled, its saturating ⊗ was a large share
-  // of the code NVVM and ptxas optimise in every integer kernel.  Each output still
-  // sees the same ⊕ of the same ⊗ in the same k order as on the fast path.
+  // The exact path (exact integer ⊗) runs only on slices holding extreme integers (tiles.cuh:
+  // exact_candidates).  Each output still sees the same ⊕ of the same ⊗ in the same k order as on the
+  // fast path.
   __device__ static void consume_exact(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
-    T held[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) held[i][j] = acc[i][j];
-#pragma unroll 1
-    for (int kk = 0; kk < steps; ++kk) {
-#pragma unroll 1
-      for (int i = 0; i < TM; ++i) {
-        const T a = s.a[buf][kk][row_of(i, ty)];
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-          held[i][j] = SR::template add<T>(held[i][j], SR::template mul_exact<T>(a, s.b[buf][kk][col_of(j, tx)]));
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] = held[i][j];
+    exact_candidates<SR>(acc, steps, [&](int kk, int i) { return s.a[buf][kk][row_of(i, ty)]; },
+                         [&](int kk, int j) { return s.b[buf][kk][col_of(j, tx)]; },
+                         [](T& value, int, int, int, T c) { value = SR::template add<T>(value, c); });
   }
 
   // A staged slice: UNROLL k steps of straight-line code at a time (the

@@ -55,6 +55,37 @@ __device__ __forceinline__ void fold_slice(T (&acc)[TM][TN], const T (&part)[TM]
     }
 }
 
+// ----------------------------------------------------------- the exact path
+
+// The exact path's candidates of a slice, steps k steps deep: visit(value,
+// i, j, kk, c) takes output (i, j)'s candidate c, the exact ⊗ of a(kk, i)
+// and b(kk, j), in k order.  Slices holding values that are not tame are
+// rare, so this is written for the compiler: unrolled, the saturating ⊗
+// was a large share of the code NVVM and ptxas optimise in every integer
+// kernel.  The running values go to a local-memory copy and every loop
+// but the innermost stays rolled.
+template <class SR, class T, int TM, int TN, class A, class B, class Visit>
+__device__ __forceinline__ void exact_candidates(T (&acc)[TM][TN], int steps, A a, B b, Visit visit) {
+  T held[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) held[i][j] = acc[i][j];
+#pragma unroll 1
+  for (int kk = 0; kk < steps; ++kk) {
+#pragma unroll 1
+    for (int i = 0; i < TM; ++i) {
+      const T x = a(kk, i);
+#pragma unroll
+      for (int j = 0; j < TN; ++j) visit(held[i][j], i, j, kk, SR::template mul_exact<T>(x, b(kk, j)));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = held[i][j];
+}
+
 // ------------------------------------------------------------- tile loader
 
 // Stages one operand's BK-deep slice of a tile from global memory into
