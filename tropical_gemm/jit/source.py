@@ -132,7 +132,7 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
 #: ``PIPELINED_SHARED_LIMIT``.  Row-major operands take 128×128 tiles in 32-deep slices, two blocks an SM:
 #: as fast as the 128×256 tile on large cubes, and faster where a product's edges leave tiles part empty
 #: (1000×3000×777, 3000×1000×2047, 256 batches of 256³).  The integer dtypes take the shapes of the floats
-#: of their width, but float64 row-major's, whose 8×8 outputs a thread would spill int64's registers.
+#: of their width, but float64 row-major's 128×128 tile, which was measured for float64 alone.
 _SQUARE_128 = TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)
 _PIPELINED_4_BYTE = {"rr": _SQUARE_128,
                      "rc": TileShape(256, 128, 16, 16, 8, min_blocks=1, stages=3),
