@@ -372,12 +372,11 @@ struct PipelinedKernel {
 
   // Slice kt (steps ks of it) into acc; the argmax's slice apart, then folded in (see the struct's comment).
   // wild: the slice holds a value that is not tame (the exact integer path's kernels only).  The
-  // argmax's full slice starts from its first ⊗, not from ⊕ with the zero, wherever ⊕ takes a NaN on
-  // either side (float's fmaxf and fminf; integers have none): the same value, and a move and an ⊕ fewer
-  // per output.  double's ⊕ is a compare-select that assumes the running value is never NaN (acc_max).
+  // argmax's full slice starts from its first ⊗ where tiles.cuh's slice_from_first allows: the same
+  // value, and a move and an ⊕ fewer per output.
   __device__ static void slice(const Smem& s, int buf, int steps, i64 kt, bool wild, int ty, int tx,
                                T (&acc)[TM][TN], int (&idx)[TM][TN]) {
-    constexpr bool FROM_FIRST = !IsFloat<T>::value || sizeof(T) == 4;
+    constexpr bool FROM_FIRST = slice_from_first<T>;
     if constexpr (ARGMAX) {
       T part[TM][TN];
       if (FROM_FIRST && steps == BK && !(EXACT && wild)) {

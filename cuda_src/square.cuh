@@ -122,13 +122,10 @@ struct SquareKernel {
     }
   }
 
-  // A slice's own ⊕ of its ⊗ (the argmax's slice value).  float's ⊕
-  // (fmaxf, fminf) takes a NaN on either side and integers have none, so
-  // the slice may start from its first ⊗ and pay no ⊕ with the zero there;
-  // double's ⊕ is a compare-select that assumes the running value is never
-  // NaN (see acc_max), so there the slice starts from the zero.
+  // A slice's own ⊕ of its ⊗ (the argmax's slice value), from its first ⊗ where tiles.cuh's
+  // slice_from_first allows.
   __device__ static void slice_values(const Smem& s, int buf, int steps, int ty, int tx, T (&part)[TM][TN]) {
-    constexpr bool FROM_FIRST = !IsFloat<T>::value || sizeof(T) == 4;
+    constexpr bool FROM_FIRST = slice_from_first<T>;
     constexpr int from = FROM_FIRST ? 1 : 0;
     if constexpr (FROM_FIRST) {
       first_step(s, buf, ty, tx, part);

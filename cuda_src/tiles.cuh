@@ -55,6 +55,13 @@ __device__ __forceinline__ void fold_slice(T (&acc)[TM][TN], const T (&part)[TM]
     }
 }
 
+// Whether an argmax slice's own ⊕ may start from its first ⊗, paying no ⊕
+// with the zero there: where ⊕ takes a NaN on either side (float's fmaxf
+// and fminf; integers have none).  double's ⊕ is a compare-select that
+// assumes the running value is never NaN (preamble.cuh: acc_max), so there
+// a slice starts from the zero.
+template <class T> inline constexpr bool slice_from_first = !IsFloat<T>::value || sizeof(T) == 4;
+
 // ----------------------------------------------------------- the exact path
 
 // The exact path's candidates of a slice, steps k steps deep: visit(value,
