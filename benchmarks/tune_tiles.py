@@ -72,8 +72,7 @@ cfg = json.loads(sys.argv[1])
 import tropical_gemm.jit.source as source
 if "shape" in cfg:
     source.TILE_SHAPES[("square", cfg["dtype"], cfg["op"])] = source.TileShape(*cfg["shape"])
-from tropical_gemm.jit.functors import needs_exact_path
-table = source.PIPELINED_EXACT_SHAPES if needs_exact_path(cfg["semiring"], cfg["dtype"]) else source.PIPELINED_SHAPES
+table = source.pipelined_table(cfg["semiring"], cfg["dtype"])
 for layouts in ("rr", "rc", "cr", "cc") if "pipelined" in cfg else ():
     key = (cfg["op"], cfg["dtype"], layouts)
     if cfg["pipelined"] is None:

@@ -227,8 +227,8 @@ __device__ __forceinline__ bool runs_aligned(const T* p, i64 contiguous_stride, 
 
 // -------------------------------------------------------- forward: pipelined
 //
-// The square family's product and its argmax, for every (semiring, dtype)
-// and layout source.PIPELINED_SHAPES lists.  Each thread owns TM×TN outputs in registers; the
+// The square family's product and its argmax, wherever source.pipelined
+// says so.  Each thread owns TM×TN outputs in registers; the
 // operands' BK-deep slices are copied by cp.async into STAGES buffers of
 // dynamic shared memory (its size: source.dynamic_shared_bytes, which the
 // fragment passes as SMEM_BYTES), so that STAGES - 1 slices are in flight

@@ -170,7 +170,7 @@ def test_the_argmax_records_the_winners_slice_or_the_winner(host_kernels, monkey
     run the pipelined argmax here, also where the table leaves them to the register-staged kernel."""
     shape = TileShape(128, 128, 16, 8, 8, 1, stages=3) if dtype.endswith("32") else TileShape(64, 64, 16, 4, 4, 2,
                                                                                                  stages=3)
-    table = source.PIPELINED_EXACT_SHAPES if semiring == "max_plus" and dtype == "int32" else source.PIPELINED_SHAPES
+    table = source.pipelined_table(semiring, dtype)
     for a_layout, b_layout in ALL_LAYOUTS:  # a K of 1 may plan another layout than the operands were drawn in
         monkeypatch.setitem(table, ("forward_argmax", dtype, a_layout[0] + b_layout[0]), shape)
     rng = np.random.default_rng(k)

@@ -206,11 +206,13 @@ def pipelined(spec: KernelSpec) -> bool:
         >>> [pipelined(make_spec(op, sr, "int32")) for op in ("forward", "forward_argmax") for sr in ("max_min", "max_plus")]
         [True, False, True, True]
     """
-    return spec.tile == "square" and _pipelined_key(spec) in _pipelined_table(spec)
+    return spec.tile == "square" and _pipelined_key(spec) in pipelined_table(spec.semiring, spec.dtype)
 
 
-def _pipelined_table(spec: KernelSpec) -> dict[tuple[str, str, str], TileShape]:
-    return PIPELINED_EXACT_SHAPES if needs_exact_path(spec.semiring, spec.dtype) else PIPELINED_SHAPES
+def pipelined_table(semiring: str, dtype: str) -> dict[tuple[str, str, str], TileShape]:
+    """The table of pipelined shapes that (semiring, dtype) reads: ``PIPELINED_EXACT_SHAPES`` where its
+    integer ⊗ must saturate, else ``PIPELINED_SHAPES``."""
+    return PIPELINED_EXACT_SHAPES if needs_exact_path(semiring, dtype) else PIPELINED_SHAPES
 
 
 def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
@@ -219,7 +221,7 @@ def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
 
 def tile_shape(spec: KernelSpec) -> TileShape:
     if pipelined(spec):
-        return _pipelined_table(spec)[_pipelined_key(spec)]
+        return pipelined_table(spec.semiring, spec.dtype)[_pipelined_key(spec)]
     return TILE_SHAPES[(spec.tile, spec.dtype, spec.op)]
 
 

@@ -69,8 +69,8 @@ COUNT_OPS: tuple[str, ...] = ("count_forward",)
 LAYOUTS: tuple[str, ...] = ("row", "col")
 
 #: Tile families: "square" is the tuned kernel for products that fill the GPU
-#: (pipelined in dynamic shared memory, or register-staged where the integer
-#: ⊗ must saturate: ``jit.source.pipelined``); "small" is the register-staged
+#: (pipelined in dynamic shared memory where ``jit.source.pipelined`` says
+#: so, register-staged elsewhere); "small" is the register-staged
 #: kernel with a 32×32 tile, for products that cannot (it also compiles about
 #: three times faster); "skinny"
 #: is for products where M or N is below a tile, or K is tiny, and "vector"
