@@ -400,89 +400,232 @@ struct PipelinedKernel {
     }
   }
 
+  // One launch's operands and output, and its tiles and slices.
+  struct Problem {
+    const T* A;
+    const T* B;
+    T* C;
+    int* IDX;
+    i64 M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn;
+    Batch bt;
+    i64 tiles_m, tiles_n, k_tiles;
+    bool a_vec, b_vec;
+  };
+  struct Place {
+    i64 batch, m0, n0;
+  };
+
+  // Output tile `tile`'s batch and corner: SWIZZLE rows of tiles at a time, column by column within the
+  // group, so that the blocks resident together share B's column panels in L2.
+  __device__ static Place place(const Problem& p, i64 tile) {
+    const i64 batch = tile / (p.tiles_m * p.tiles_n), in_batch = tile % (p.tiles_m * p.tiles_n);
+    const i64 group = in_batch / (SWIZZLE * p.tiles_n), first_row = group * SWIZZLE;
+    const i64 rows_here = p.tiles_m - first_row < SWIZZLE ? p.tiles_m - first_row : SWIZZLE;
+    const i64 in_group = in_batch % (SWIZZLE * p.tiles_n);
+    return Place{batch, (first_row + in_group % rows_here) * BM, (in_group / rows_here) * BN};
+  }
+
+  // Slices kt0 .. kt1 - 1 of the output tile at `at` into acc and idx, from the zero.
+  __device__ static void accumulate(Smem& s, const Problem& p, const Place& at, i64 kt0, i64 kt1, int ty, int tx,
+                                    T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+    const i64 K = p.K;
+    i64 a_off, b_off;
+    p.bt.offsets(at.batch, a_off, b_off);
+    typename StageA::Cursor ca;
+    typename StageB::Cursor cb;
+    StageA::aim(ca, p.A + a_off, at.m0, p.M, p.a_sm, p.a_sk, p.a_vec);
+    StageB::aim(cb, p.B + b_off, at.n0, p.N, p.b_sn, p.b_sk, p.b_vec);
+    ca.p += kt0 * ca.advance;
+    cb.p += kt0 * cb.advance;
+    // The cursors' next slice into stage buf.  Every thread commits a group per slice, empty past
+    // the last, so that "at most STAGES - 2 groups pending" always means "this slice has landed".
+    auto stage = [&](i64 kt) {
+      if (kt < kt1) {
+        StageA::copy(s.a[kt % STAGES], ca, K - kt * BK);
+        StageB::copy(s.b[kt % STAGES], cb, K - kt * BK);
+      }
+      copies_issued();
+    };
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        acc[i][j] = SR::template zero<T>();
+        idx[i][j] = -1;
+      }
+
+#pragma unroll
+    for (int d = 0; d < STAGES - 1; ++d) stage(kt0 + d);
+    for (i64 kt = kt0; kt < kt1; ++kt) {
+      copies_landed<STAGES - 2>();
+      const int buf = (int)(kt % STAGES);
+      // All of slice kt is in shared memory, and every thread is done with slice kt - 1,
+      // whose stage the next copy overwrites.
+      bool wild = false;
+      if constexpr (EXACT) {
+        const bool tame = StageA::template copies_tame<SR>(s.a[buf], ca, K - kt * BK) &
+                          StageB::template copies_tame<SR>(s.b[buf], cb, K - kt * BK);
+        wild = __syncthreads_or(!tame);
+      } else {
+        __syncthreads();
+      }
+      stage(kt + STAGES - 1);
+      const int steps = K - kt * BK < BK ? (int)(K - kt * BK) : BK;
+      if (ARGMAX && p.k_tiles == 1) each_k(s, buf, steps, wild, ty, tx, acc, idx);
+      else slice(s, buf, steps, kt, wild, ty, tx, acc, idx);
+    }
+    // No copy in flight, and every thread done reading, before the next tile's copies.
+    copies_landed<0>();
+    __syncthreads();
+  }
+
+  __device__ static void store(const Problem& p, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
+                               const int (&idx)[TM][TN]) {
+    T* Cb = p.C + at.batch * p.M * p.N;
+    int* Ib = ARGMAX ? p.IDX + at.batch * p.M * p.N : nullptr;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const i64 m = at.m0 + StageA::line_of(i, ty);
+      if (m >= p.M) continue;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const i64 n = at.n0 + StageB::line_of(j, tx);
+        if (n >= p.N) continue;
+        Cb[m * p.c_sm + n * p.c_sn] = canonical(acc[i][j]);
+        if constexpr (ARGMAX) Ib[m * p.c_sm + n * p.c_sn] = idx[i][j];
+      }
+    }
+  }
+
+  // ------------------------------------------------------------ stream-K
+  //
+  // Where a launch's tiles leave the SMs' last wave part empty, the host
+  // (engines/cuda/plan.py: stream_schedule) gives the first dp_tiles tiles
+  // one block each, as above, and cuts the slices of the rest into equal
+  // shares, one per block of the grid (Stream-K, Osama et al. 2023): every
+  // SM then computes about as many slices, whatever the shape.  A share
+  // covers the end of one tile, whole tiles, and the start of another; a
+  // tile cut between blocks is a partial in each.  Each block writes its
+  // partials to the workspace, and the last contributor of a tile to
+  // finish (counted by an atomic, which the host zeroed) ⊕s them in k
+  // order and stores the tile: no block ever waits for another, so a grid
+  // larger than the GPU holds at once is as correct, only slower.  ⊕ is
+  // exact and associative, so the values are those of one block; the
+  // argmax folds the partials as fold_slice folds slices.
+  //
+  // Workspace, laid out by the host: one int counter per stream-K tile at
+  // its start; at values_offset two partial tiles per block (its first and
+  // its last tile: those between are whole), each thread's values strided
+  // by THREADS so that a block's stores and loads coalesce; at index_offset
+  // the argmaxes, alike.
+  struct Stream {
+    unsigned char* work;
+    int iters;
+    i64 values_offset, index_offset;
+    static constexpr i64 PER_TILE = (i64)THREADS * TM * TN;
+    // The block whose share holds slice `it`: the last whose share starts at or before it.
+    __device__ i64 owner(i64 it) const { return ((it + 1) * gridDim.x - 1) / iters; }
+    __device__ int first(i64 block) const { return (int)(block * iters / gridDim.x); }
+    // Where block b's partial of stream-K tile u starts (its first tile's, else its last's).
+    __device__ i64 slot(i64 b, i64 u, i64 k_tiles) const { return (2 * b + (first(b) / k_tiles != u)) * PER_TILE; }
+  };
+
+  // A partial of stream-K tile u (at `at`) into the workspace; the tile's last contributor to finish then
+  // ⊕s every contributor's partial into C, output by output (a rolled loop: it runs once a tile, and its
+  // code is short to compile).
+  __device__ static void merge_partial(const Problem& p, const Stream& w, i64 u, const Place& at,
+                                       const T (&acc)[TM][TN], const int (&idx)[TM][TN]) {
+    T* values = reinterpret_cast<T*>(w.work + w.values_offset);
+    int* indices = reinterpret_cast<int*>(w.work + w.index_offset);
+    const i64 lo = w.owner(u * p.k_tiles), hi = w.owner((u + 1) * p.k_tiles - 1);
+    const i64 mine = w.slot(blockIdx.x, u, p.k_tiles) + threadIdx.x;
+    // Tile u is the first tile of every contributor but lo, whose share may start in an earlier tile.
+    const i64 lo_slot = w.slot(lo, u, p.k_tiles);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        values[mine + (i * TN + j) * THREADS] = acc[i][j];
+        if constexpr (ARGMAX) indices[mine + (i * TN + j) * THREADS] = idx[i][j];
+      }
+    __threadfence();  // the partial is visible to the device before the counter says so
+    __syncthreads();
+    int* counter = reinterpret_cast<int*>(w.work) + u;
+    if (!__syncthreads_or(threadIdx.x == 0 && atomicAdd(counter, 1) == (int)(hi - lo))) return;
+    __threadfence();
+    T* Cb = p.C + at.batch * p.M * p.N;
+    int* Ib = ARGMAX ? p.IDX + at.batch * p.M * p.N : nullptr;
+#pragma unroll 1
+    for (int e = threadIdx.x; e < Stream::PER_TILE; e += THREADS) {  // e: (i * TN + j) * THREADS + thread
+      const int q = e / THREADS, t = e % THREADS;
+      const i64 m = at.m0 + StageA::line_of(q / TN, t / (BN / TN)), n = at.n0 + StageB::line_of(q % TN, t % (BN / TN));
+      if (m >= p.M || n >= p.N) continue;
+      T value = SR::template zero<T>();
+      int winner = -1;
+      for (i64 b = lo; b <= hi; ++b) {  // in k order, as fold_slice folds a tile's slices
+        const i64 from = (b == lo ? lo_slot : 2 * b * Stream::PER_TILE) + e;
+        const T v = __ldcg(values + from);
+        if constexpr (ARGMAX) {
+          if (SR::template better<T>(v, value)) winner = __ldcg(indices + from);
+        }
+        value = SR::template add<T>(value, v);
+      }
+      Cb[m * p.c_sm + n * p.c_sn] = canonical(value);
+      if constexpr (ARGMAX) Ib[m * p.c_sm + n * p.c_sn] = winner;
+    }
+  }
+
+  __device__ static Problem problem(const T* A, const T* B, T* C, int* IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk,
+                                    i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, const Batch& bt) {
+    return Problem{A, B, C, IDX, M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, bt, (M + BM - 1) / BM, (N + BN - 1) / BN,
+                   (K + BK - 1) / BK,
+                   A_LK ? runs_aligned(A, a_sk, a_sm, bt.a0, bt.a1, bt.a2) : runs_aligned(A, a_sm, a_sk, bt.a0, bt.a1, bt.a2),
+                   B_LK ? runs_aligned(B, b_sk, b_sn, bt.b0, bt.b1, bt.b2) : runs_aligned(B, b_sn, b_sk, bt.b0, bt.b1, bt.b2)};
+  }
+
+  // The square family's launch: one block per output tile, all of K.
   __device__ static void run(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
                              int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn,
                              i64 c_sm, i64 c_sn, i64 batches, const Batch& bt) {
     Smem& s = *reinterpret_cast<Smem*>(dynamic_shared());
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
-    const i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const i64 k_tiles = (K + BK - 1) / BK;
-    const bool a_vec = A_LK ? runs_aligned(A, a_sk, a_sm, bt.a0, bt.a1, bt.a2)
-                            : runs_aligned(A, a_sm, a_sk, bt.a0, bt.a1, bt.a2);
-    const bool b_vec = B_LK ? runs_aligned(B, b_sk, b_sn, bt.b0, bt.b1, bt.b2)
-                            : runs_aligned(B, b_sn, b_sk, bt.b0, bt.b1, bt.b2);
-
-    for (i64 tile = blockIdx.x; tile < tiles_m * tiles_n * batches; tile += gridDim.x) {
-      const i64 batch = tile / (tiles_m * tiles_n), in_batch = tile % (tiles_m * tiles_n);
-      // SWIZZLE rows of tiles at a time, column by column within the group
-      const i64 group = in_batch / (SWIZZLE * tiles_n), first_row = group * SWIZZLE;
-      const i64 rows_here = tiles_m - first_row < SWIZZLE ? tiles_m - first_row : SWIZZLE;
-      const i64 in_group = in_batch % (SWIZZLE * tiles_n);
-      const i64 m0 = (first_row + in_group % rows_here) * BM, n0 = (in_group / rows_here) * BN;
-      i64 a_off, b_off;
-      bt.offsets(batch, a_off, b_off);
-      typename StageA::Cursor ca;
-      typename StageB::Cursor cb;
-      StageA::aim(ca, A + a_off, m0, M, a_sm, a_sk, a_vec);
-      StageB::aim(cb, B + b_off, n0, N, b_sn, b_sk, b_vec);
-      // The cursors' next slice into stage buf.  Every thread commits a group per slice, empty past
-      // the last, so that "at most STAGES - 2 groups pending" always means "this slice has landed".
-      auto stage = [&](i64 kt) {
-        if (kt < k_tiles) {
-          StageA::copy(s.a[kt % STAGES], ca, K - kt * BK);
-          StageB::copy(s.b[kt % STAGES], cb, K - kt * BK);
-        }
-        copies_issued();
-      };
-
+    const Problem p = problem(A, B, C, IDX, M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, bt);
+    for (i64 tile = blockIdx.x; tile < p.tiles_m * p.tiles_n * batches; tile += gridDim.x) {
+      const Place at = place(p, tile);
       T acc[TM][TN];
       int idx[TM][TN];  // the argmax's; unused (and dropped by the compiler) in the plain product
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          acc[i][j] = SR::template zero<T>();
-          idx[i][j] = -1;
-        }
+      accumulate(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
+      store(p, at, ty, tx, acc, idx);
+    }
+  }
 
-#pragma unroll
-      for (int kt = 0; kt < STAGES - 1; ++kt) stage(kt);
-      for (i64 kt = 0; kt < k_tiles; ++kt) {
-        copies_landed<STAGES - 2>();
-        const int buf = (int)(kt % STAGES);
-        // All of slice kt is in shared memory, and every thread is done with slice kt - 1,
-        // whose stage the next copy overwrites.
-        bool wild = false;
-        if constexpr (EXACT) {
-          const bool tame = StageA::template copies_tame<SR>(s.a[buf], ca, K - kt * BK) &
-                            StageB::template copies_tame<SR>(s.b[buf], cb, K - kt * BK);
-          wild = __syncthreads_or(!tame);
-        } else {
-          __syncthreads();
-        }
-        stage(kt + STAGES - 1);
-        const int steps = K - kt * BK < BK ? (int)(K - kt * BK) : BK;
-        if (ARGMAX && k_tiles == 1) each_k(s, buf, steps, wild, ty, tx, acc, idx);
-        else slice(s, buf, steps, kt, wild, ty, tx, acc, idx);
+  // The stream family's launch: tiles below dp_tiles one block each, then this block's share of the
+  // stream-K slices (iters of them, fewer than 2**31: the host's stream_schedule).
+  __device__ static void run_streamed(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                      int* __restrict__ IDX, unsigned char* __restrict__ WORK, i64 M, i64 N, i64 K,
+                                      i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, i64 batches,
+                                      const Batch& bt, i64 dp_tiles, i64 values_offset, i64 index_offset) {
+    Smem& s = *reinterpret_cast<Smem*>(dynamic_shared());
+    const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
+    const Problem p = problem(A, B, C, IDX, M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, bt);
+    const Stream w{WORK, (int)((p.tiles_m * p.tiles_n * batches - dp_tiles) * p.k_tiles), values_offset,
+                   index_offset};
+    int it = w.first(blockIdx.x);  // this block's next stream-K slice
+    for (i64 tile = blockIdx.x; tile < dp_tiles || it < w.first(blockIdx.x + 1); tile += gridDim.x) {
+      i64 kt0 = 0, kt1 = p.k_tiles;
+      if (tile >= dp_tiles) {  // a tile's part of this block's share
+        const int end = w.first(blockIdx.x + 1);
+        tile = dp_tiles + it / p.k_tiles;
+        kt0 = it % p.k_tiles;
+        kt1 = kt0 + (end - it) < p.k_tiles ? kt0 + (end - it) : p.k_tiles;
+        it += (int)(kt1 - kt0);
       }
-      // No copy in flight, and every thread done reading, before the next tile's copies.
-      copies_landed<0>();
-      __syncthreads();
-
-      T* Cb = C + batch * M * N;
-      int* Ib = ARGMAX ? IDX + batch * M * N : nullptr;
-#pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        const i64 m = m0 + StageA::line_of(i, ty);
-        if (m >= M) continue;
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          const i64 n = n0 + StageB::line_of(j, tx);
-          if (n >= N) continue;
-          Cb[m * c_sm + n * c_sn] = canonical(acc[i][j]);
-          if constexpr (ARGMAX) Ib[m * c_sm + n * c_sn] = idx[i][j];
-        }
-      }
+      const Place at = place(p, tile);
+      T acc[TM][TN];
+      int idx[TM][TN];
+      accumulate(s, p, at, kt0, kt1, ty, tx, acc, idx);
+      if (kt0 == 0 && kt1 == p.k_tiles) store(p, at, ty, tx, acc, idx);
+      else merge_partial(p, w, tile - dp_tiles, at, acc, idx);
     }
   }
 };

@@ -48,6 +48,9 @@ static thread_local Dim threadIdx = {0};
 static Dim blockIdx = {0}, blockDim = {0}, gridDim = {0};
 static std::barrier<>* block_barrier = nullptr;
 static void __syncthreads() { block_barrier->arrive_and_wait(); }
+static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static int atomicAdd(int* address, int value) { return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST); }
+template <class T> static T __ldcg(const T* address) { return *address; }
 static std::atomic<int> any_of_block{0};
 static int __syncthreads_or(int p) {  // read after everyone wrote, reset after everyone read
   if (p) any_of_block = 1;

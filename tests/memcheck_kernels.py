@@ -31,11 +31,26 @@ def launch_every_family() -> None:
     cp.cuda.Device().synchronize()
 
 
+def launch_stream_k() -> None:
+    """Stream-K products (8 SMs reported: a few tiles for 16 resident blocks), ragged, in every dtype."""
+    rng = np.random.default_rng(1)
+    for (m, k, n), dtype in [((300, 1507, 260), "float32"), ((200, 2001, 130), "int32"), ((150, 1003, 70), "float64"),
+                             ((70, 1201, 90), "int64")]:
+        a = cp.asarray(rng.integers(-9, 9, size=(m, k)).astype(dtype))
+        b = cp.asarray(rng.integers(-9, 9, size=(k, n)).astype(dtype))
+        tg.matmul(a, b, "max_plus", argmax=True)
+        tg.matmul(cp.asfortranarray(a), b[:, ::-1], "min_max")
+    cp.cuda.Device().synchronize()
+
+
 def main() -> None:
-    """Each shape as the engine picks its family, then with the square family forced (one SM reported)."""
+    """Each shape as the engine picks its family, then with the square family forced (one SM reported), then
+    stream-K."""
     launch_every_family()
     cuda_gpu.sm_count = lambda device_id: 1
     launch_every_family()
+    cuda_gpu.sm_count = lambda device_id: 8
+    launch_stream_k()
 
 
 if __name__ == "__main__":

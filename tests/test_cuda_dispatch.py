@@ -88,18 +88,36 @@ def test_prepared_products_only_for_one_launch_signatures(a_shape, b_shape, argm
     assert cuda_engine.one_launch_each(shape, argmax) is expected
 
 
-def test_square_products_slice_k_by_their_own_tiles():
-    """1024³: the plain product's 32 tiles of 128x256 (one block per SM) in 4 slices; the argmax's 64 tiles
-    of 128x128 (one block per SM) in 2."""
+def test_square_products_that_leave_a_wave_part_empty_take_stream_k():
+    """1024³: 64 tiles of 128x128 for 264 resident blocks, as slices shared out over all of them; 4096³ (1024
+    tiles, 3.9 waves) and 2048³ (256 tiles, one wave) are near enough balanced; 3000x1000x2047 (384 tiles)
+    runs 1.45 waves as shares; 256 batches of 256³ (1024 tiles) stay whole tiles."""
     from tropical_gemm.engines.cuda.plan import plan_forward
 
-    def splits(argmax: bool) -> int:
-        plan = plan_forward((1024, 1024), (1024, 1), (1024, 1024), (1024, 1), (), "float32", "max_plus", argmax,
-                            132, True)
-        assert plan.spec.tile == "square"
-        return plan.splits
+    def plan(m: int, k: int, n: int, batches: int = 1, argmax: bool = False):
+        batch = (batches,) if batches > 1 else ()
+        return plan_forward((*batch, m, k), (*((m * k,) if batch else ()), k, 1), (*batch, k, n),
+                            (*((k * n,) if batch else ()), n, 1), batch, "float32", "max_plus", argmax, 132, True)
 
-    assert (splits(False), splits(True)) == (4, 2)
+    for argmax in (False, True):
+        streamed = plan(1024, 1024, 1024, argmax=argmax)
+        assert streamed.spec.tile == "stream" and streamed.splits == 1
+        assert streamed.work.dp_tiles == 0 and streamed.product.grid == streamed.work.grid
+        assert streamed.scratch_bytes >= streamed.work.nbytes > streamed.work.counter_bytes > 0
+    assert plan(3000, 1000, 2047).spec.tile == "stream"
+    for whole in (plan(4096, 4096, 4096), plan(2048, 2048, 2048), plan(256, 256, 256, batches=256)):
+        assert whole.spec.tile == "square" and whole.work is None and whole.splits == 1
+
+
+def test_without_room_for_the_stream_kernel_square_products_slice_k():
+    """A GPU whose blocks may not take the pipelined kernel's shared memory: the register-staged square kernel,
+    whose products slice K where their tiles leave the waves part empty (int64 512x2048x512: 64 tiles of 64x64,
+    two blocks an SM, in four slices)."""
+    from tropical_gemm.engines.cuda.plan import plan_forward
+
+    plan = plan_forward((512, 2048), (2048, 1), (2048, 512), (512, 1), (), "int64", "max_plus", False, 132, True,
+                        48 * 1024)
+    assert plan.spec.tile == "square" and plan.work is None and plan.splits == 4
     assert cuda_engine.k_splits(128, 1024, sms=132, waves=1) == 1  # one wave of 128 blocks already
 
 

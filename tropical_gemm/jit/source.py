@@ -156,11 +156,19 @@ PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
 #: (tune-tiles-exact-H200-2026-11-28.json).
 PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE for layouts in ("rr", "rc", "cr", "cc")}
+#: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above),
+#: per (op, itemsize): the pipelined shapes of the other dtypes and layouts of that width.  Stream-K serves
+#: products whose last wave would run part empty, where evening out the SMs' work gains more than a tile
+#: tuned for the layout.
+_STREAM_FALLBACK: dict[tuple[str, int], TileShape] = {("forward", 4): _SQUARE_128,
+                                                      ("forward_argmax", 4): _PIPELINED_ARGMAX_4_BYTE,
+                                                      ("forward", 8): _PIPELINED_8_BYTE["rr"],
+                                                      ("forward_argmax", 8): _PIPELINED_8_BYTE["rr"]}
 
 #: The fragment of each tile family: "small" is the square kernel with another tile.
 _FORWARD_TEMPLATES = {"square": "forward_square.cu", "small": "forward_square.cu", "skinny": "forward_skinny.cu",
                       "vector": "forward_skinny.cu", "thin": "forward_thin.cu",
-                      "baseline": "forward_baseline.cu"}
+                      "baseline": "forward_baseline.cu", "stream": "forward_streamed.cu"}
 
 #: The boolean semiring's forward fragment of each of its tiles (``spec.BOOLEAN_TILES``).
 _BOOLEAN_TEMPLATES = {"square": "forward_bits.cu", "tensor": "forward_bits_mma.cu"}
@@ -170,7 +178,7 @@ def _forward_template(spec: KernelSpec) -> str:
     """The fragment of a forward spec: by tile family, and for the square family by what the kernel needs."""
     if spec.dtype == BOOLEAN_DTYPE:
         return _BOOLEAN_TEMPLATES[spec.tile]
-    return "forward_pipelined.cu" if pipelined(spec) else _FORWARD_TEMPLATES[spec.tile]
+    return "forward_pipelined.cu" if pipelined(spec) and spec.tile == "square" else _FORWARD_TEMPLATES[spec.tile]
 
 
 #: The fragment of each op that is not a forward, where its file is not named after the op.
@@ -198,7 +206,8 @@ def pipelined(spec: KernelSpec) -> bool:
     It serves the square family's products in the ops, dtypes and operand
     layouts of ``PIPELINED_SHAPES`` (of ``PIPELINED_EXACT_SHAPES`` for those
     with the exact integer path); the register-staged kernel (square.cuh)
-    the rest.
+    the rest.  The stream family is always the pipelined kernel, with
+    stream-K (``stream_shape``).
 
     Examples:
         >>> from tropical_gemm.jit import make_spec
@@ -206,7 +215,8 @@ def pipelined(spec: KernelSpec) -> bool:
         >>> [pipelined(make_spec(op, sr, "int32")) for op in ("forward", "forward_argmax") for sr in ("max_min", "max_plus")]
         [True, False, True, True]
     """
-    return spec.tile == "square" and _pipelined_key(spec) in pipelined_table(spec.semiring, spec.dtype)
+    return spec.tile == "stream" or (spec.tile == "square"
+                                     and _pipelined_key(spec) in pipelined_table(spec.semiring, spec.dtype))
 
 
 def pipelined_table(semiring: str, dtype: str) -> dict[tuple[str, str, str], TileShape]:
@@ -219,7 +229,21 @@ def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
     return spec.op, spec.dtype, spec.a_layout[0] + spec.b_layout[0]
 
 
+def stream_shape(semiring: str, dtype: str, op: str, layouts: str) -> TileShape:
+    """The stream family's tile: the square family's pipelined shape, or the fallback of its op and width.
+
+    Examples:
+        >>> from tropical_gemm.jit.source import stream_shape
+        >>> stream_shape("max_plus", "int32", "forward", "rr")[:5]   # int32 max_plus: register-staged square
+        (128, 128, 32, 8, 8)
+    """
+    table = pipelined_table(semiring, dtype)
+    return table.get((op, dtype, layouts)) or _STREAM_FALLBACK[(op, np.dtype(dtype).itemsize)]
+
+
 def tile_shape(spec: KernelSpec) -> TileShape:
+    if spec.tile == "stream":
+        return stream_shape(spec.semiring, spec.dtype, spec.op, _pipelined_key(spec)[2])
     if pipelined(spec):
         return pipelined_table(spec.semiring, spec.dtype)[_pipelined_key(spec)]
     return TILE_SHAPES[(spec.tile, spec.dtype, spec.op)]

@@ -70,7 +70,9 @@ LAYOUTS: tuple[str, ...] = ("row", "col")
 
 #: Tile families: "square" is the tuned kernel for products that fill the GPU
 #: (pipelined in dynamic shared memory where ``jit.source.pipelined`` says
-#: so, register-staged elsewhere); "small" is the register-staged
+#: so, register-staged elsewhere); "stream" is the pipelined kernel with
+#: stream-K, for products whose tiles would leave the GPU's last wave part
+#: empty: their slices are shared out evenly over the SMs; "small" is the register-staged
 #: kernel with a 32×32 tile, for products that cannot (it also compiles about
 #: three times faster); "skinny"
 #: is for products where M or N is below a tile, or K is tiny, and "vector"
@@ -80,8 +82,8 @@ LAYOUTS: tuple[str, ...] = ("row", "col")
 #: serves first calls while their kernel compiles in the background
 #: (tiered compilation, ``jit.tiering``).  Baseline kernels take any layout,
 #: so their specs are all "row", "row".
-TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin", "baseline")
-TUNED_TILES: tuple[str, ...] = ("square", "small", "skinny", "vector", "thin")
+TILES: tuple[str, ...] = ("square", "stream", "small", "skinny", "vector", "thin", "baseline")
+TUNED_TILES: tuple[str, ...] = ("square", "stream", "small", "skinny", "vector", "thin")
 
 #: The boolean semiring's (``and_or``) kernels, and their one dtype: truth values, one byte each.  Its
 #: forward kernels read bit-packed operands, so they have one layout (named "rr").  Tiles: "square", the
@@ -221,8 +223,8 @@ def catalogue(
     Examples:
         >>> from tropical_gemm.jit import catalogue
         >>> specs = catalogue(semirings_=["max_plus"], dtypes=["float32"], ops=["forward"])
-        >>> len(specs)                # 2 x 2 operand layouts x 5 tuned tile families, and one baseline
-        21
+        >>> len(specs)                # 2 x 2 operand layouts x 6 tuned tile families, and one baseline
+        25
         >>> specs[0].name
         'tg_forward_max_plus_f32_rr_square'
     """

@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from ...jit import get_function, tiers
+from ...jit import driver, get_function, tiers
 from .plan import ForwardPlan, Plan
 
 
@@ -61,35 +61,54 @@ def bind_forward(plan: ForwardPlan, device: int) -> tuple[Launchable, ...]:
 def bind_tuned(plan: ForwardPlan, device: int) -> tuple[Launchable, ...]:
     """The tuned product, then the argmax resolve if the tile needs one (reading B's copy if the plan has one)."""
     product = bind(plan.product, device)
+    if plan.work is not None:
+        product = StreamedProduct(product, plan.work.counter_bytes, device)
     if plan.resolve is None:
         return (product,)
     resolve = bind(plan.resolve, device)
     if plan.b_copy is None:
         return product, resolve
-    return product, CopiedResolve(bind(plan.b_copy, device), resolve)
+    return product, CopiedResolve(bind(plan.b_copy, device), resolve, plan.b_copy_offset)
 
 
 def launch_forward(kernels: tuple[Launchable, ...], addresses: tuple, stream: "int | None", scratch: int) -> None:
     """Queue a forward's launches (``bind_forward``'s) on ``addresses``; ``scratch``: the plan's scratch memory."""
     for kernel in kernels:
-        if isinstance(kernel, (CopiedResolve, TieredForward)):
+        if isinstance(kernel, (CopiedResolve, StreamedProduct, TieredForward)):
             kernel.launch(addresses, stream, scratch)
         else:
             kernel.launch(addresses, stream)
 
 
+class StreamedProduct:
+    """A stream-K product: its tiles' counters zeroed at the start of the scratch memory, then the kernel,
+    which takes the scratch memory as its workspace (``plan.StreamWork``)."""
+
+    __slots__ = ("product", "counter_bytes", "context")
+
+    def __init__(self, product: Launchable, counter_bytes: int, device: int) -> None:
+        self.product, self.counter_bytes = product, counter_bytes
+        self.context = driver.primary_context(device)
+
+    def launch(self, addresses: tuple, stream: "int | None" = None, scratch: int = 0) -> None:
+        with driver.on_context(self.context):
+            driver.memset_async(scratch, self.counter_bytes, driver.default_stream() if stream is None else stream)
+        self.product.launch((*addresses, scratch), stream)
+
+
 class CopiedResolve:
-    """An argmax resolve that reads B transposed: B copied into the scratch memory, then the resolve on the copy."""
+    """An argmax resolve that reads B transposed: B copied into the scratch memory (``offset`` bytes in), then
+    the resolve on the copy."""
 
-    __slots__ = ("copy", "resolve")
+    __slots__ = ("copy", "resolve", "offset")
 
-    def __init__(self, copy: Launchable, resolve: Launchable) -> None:
-        self.copy, self.resolve = copy, resolve
+    def __init__(self, copy: Launchable, resolve: Launchable, offset: int) -> None:
+        self.copy, self.resolve, self.offset = copy, resolve, offset
 
     def launch(self, addresses: tuple, stream: "int | None" = None, scratch: int = 0) -> None:
         a, b, c, idx = addresses
-        self.copy.launch((b, scratch), stream)
-        self.resolve.launch((a, scratch, c, idx), stream)
+        self.copy.launch((b, scratch + self.offset), stream)
+        self.resolve.launch((a, scratch + self.offset, c, idx), stream)
 
 
 class TieredForward:

@@ -72,7 +72,9 @@ class ForwardPlan(NamedTuple):
     tuned kernel compiles in the background.  ``swap_operands``: the plan
     computes C^T = B^T ⊗ A^T.  ``splits`` > 1 means: run as K slices instead.
     ``b_copy``: the resolve reads B transposed (k-contiguous), which this
-    launch writes, from B, into ``scratch_bytes`` of scratch memory.
+    launch writes, from B, into scratch memory at ``b_copy_offset``.
+    ``work``: the product is the stream family's, whose workspace starts the
+    scratch memory.  ``scratch_bytes``: all the scratch memory a launch takes.
     """
 
     product: Plan
@@ -82,6 +84,12 @@ class ForwardPlan(NamedTuple):
     splits: int
     b_copy: Plan | None = None
     scratch_bytes: int = 0
+    work: "StreamWork | None" = None
+
+    @property
+    def b_copy_offset(self) -> int:
+        """Where B's copy starts in the scratch memory: after the stream-K workspace, if any."""
+        return 0 if self.work is None else aligned(self.work.nbytes)
 
     @property
     def spec(self) -> KernelSpec:
@@ -94,7 +102,7 @@ class ForwardPlan(NamedTuple):
 
     def without_resolve(self) -> "ForwardPlan":
         """The product alone: its argmax left as recorded, for a later launch to resolve."""
-        return self._replace(resolve=None, b_copy=None, scratch_bytes=0)
+        return self._replace(resolve=None, b_copy=None, scratch_bytes=0 if self.work is None else self.work.nbytes)
 
     def addresses(self, a: Any, b: Any, c: Any, idx: Any) -> tuple:
         """The kernels' leading arguments, in their order: operands swapped where the plan transposed."""
@@ -170,6 +178,86 @@ def _sliced_time(tiles: int, k: int, slots: int, splits: int) -> float:
     return waves * (k / splits + _BLOCK_K) + (splits > 1) * _PARTIAL_K * splits * tiles / slots
 
 
+class StreamWork(NamedTuple):
+    """A stream-K launch (pipelined.cuh): its grid, the tiles it runs one block each, and its workspace.
+
+    The workspace starts with one int32 counter per stream-K tile, which must
+    be zero at the launch (``counter_bytes`` of it); two partial tiles per
+    block follow at ``values_offset``, and their argmaxes at ``index_offset``
+    (if any): ``nbytes`` in all.
+    """
+
+    grid: int
+    dp_tiles: int
+    counter_bytes: int
+    values_offset: int
+    index_offset: int
+    nbytes: int
+
+    @property
+    def scalars(self) -> tuple[int, int, int]:
+        """The stream kernel's scalars after a forward's."""
+        return self.dp_tiles, self.values_offset, self.index_offset
+
+
+def stream_work(tiles: int, k: int, sms: int, shape: TileShape, itemsize: int, argmax: bool,
+                tiled: "tuple[int, TileShape]") -> StreamWork | None:
+    """The stream-K launch of a product of ``tiles`` tiles of ``shape``, or None where whole tiles do as well.
+
+    The last one or two waves' worth of tiles are stream-K'd, the waves
+    before them run one block per tile, as in the square family.  Taken
+    where the modelled time (``_streamed_time``) is at most ``_STREAM_GAIN``
+    of the square family's (``tiled``: its tiles and shape), for products of
+    at least two slices each and fewer than ``_SPLIT_WAVES`` waves.
+    """
+    slots = sms * shape.min_blocks
+    k_tiles = -(-k // shape.bk)
+    if k_tiles < 2 or tiles >= _SPLIT_WAVES * slots:
+        return None
+    dp_tiles = max(0, tiles // slots - 1) * slots
+    if (tiles - dp_tiles) * k_tiles >= 2**31:  # the kernel counts its slices in 32 bits
+        return None
+    if _streamed_time(tiles, dp_tiles, k, slots, shape) > _STREAM_GAIN * _tiled_time(*tiled, k, sms):
+        return None
+    counter_bytes = (tiles - dp_tiles) * 4
+    partials = 2 * slots * shape.bm * shape.bn
+    values_offset = aligned(counter_bytes)
+    index_offset = aligned(values_offset + partials * itemsize)
+    return StreamWork(slots, dp_tiles, counter_bytes, values_offset, index_offset,
+                      index_offset + (partials * 4 if argmax else 0))
+
+
+#: Stream-K is taken where its modelled time is at most this share of the square family's: near that, whole
+#: tiles are as fast, and a product's kernel may already be compiled.
+_STREAM_GAIN = 0.95
+
+
+def _tiled_time(tiles: int, shape: TileShape, k: int, sms: int) -> float:
+    """One block per tile: whole waves, each as long as a tile's k steps and a block's fixed cost.
+
+    Times are in k steps of one output, per SM: a wave's k step computes
+    its blocks' outputs, so tiles of different shapes compare.
+    """
+    slots = sms * shape.min_blocks
+    return -(-tiles // slots) * (k + _BLOCK_K) * slots * shape.bm * shape.bn / sms
+
+
+def _streamed_time(tiles: int, dp_tiles: int, k: int, slots: int, shape: TileShape) -> float:
+    """The waves of whole tiles, then an even share of the rest's k steps, a block's fixed cost, and the
+    partials' store and merge (taken as another)."""
+    steps = (dp_tiles // slots) * (k + _BLOCK_K) + (tiles - dp_tiles) * k / slots + 2 * _BLOCK_K
+    return steps * shape.bm * shape.bn * shape.min_blocks
+
+
+def aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to the alignment scratch buffers start at within one allocation."""
+    return -(-nbytes // _ALIGN) * _ALIGN
+
+
+#: The alignment of each buffer within a launch's scratch memory.
+_ALIGN = 256
+
+
 def _blocks_per_sm(shape: TileShape, tile: str) -> int:
     """What the K slices of a product aim to fill: the square kernels' residency, two blocks elsewhere."""
     return shape.min_blocks if tile == "square" else 2
@@ -210,26 +298,39 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         spec = make_spec(op, semiring, dtype, a_layout=spec.a_layout, b_layout=spec.b_layout, tile=tile)
     shape = tile_shape(spec)
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
+    work = None
+    if may_split and tile == "square":
+        stream = make_spec(op, semiring, dtype, a_layout=spec.a_layout, b_layout=spec.b_layout, tile="stream")
+        stream_shape = tile_shape(stream)
+        if shared_limit is None or dynamic_shared_bytes(stream) <= shared_limit:
+            work = stream_work(-(-m // stream_shape.bm) * -(-n // stream_shape.bn) * batches, k, sms, stream_shape,
+                               np.dtype(dtype).itemsize, argmax, (tiles, shape))
+        if work is not None:
+            spec, shape = stream, stream_shape
     scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())
     per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
-    resolve, b_copy, scratch_bytes = None, None, 0
+    scratch_bytes = 0 if work is None else work.nbytes
+    resolve, b_copy = None, None
     if argmax and tile in RESOLVED_TILES and k > shape.bk:
         # the square argmax left slices' first k in idx (a K of one slice: the winners themselves, no resolve):
         # the resolve reads the same arguments, and the slice depth
         operands = scalars
         if copy_b_for_the_resolve(b_shape, b_strides, m * n * batches):
             b_copy = transpose_plan(dtype, k, n, b_sk, b_sn)
-            scratch_bytes = k * n * np.dtype(dtype).itemsize
+            scratch_bytes = aligned(scratch_bytes) + k * n * np.dtype(dtype).itemsize
             operands = with_b_transposed(scalars)
         resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, operands,
                        (shape.bk,))
     baseline = make_spec(op, semiring, dtype, tile="baseline")
+    if work is None:
+        product = Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars, shared_bytes=dynamic_shared_bytes(spec))
+    else:
+        product = Plan(spec, work.grid, shape.threads, scalars + work.scalars, shared_bytes=dynamic_shared_bytes(spec))
     return ForwardPlan(
-        product=Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars,
-                     shared_bytes=dynamic_shared_bytes(spec)), resolve=resolve,
-        baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
-        swap_operands=transpose, splits=k_splits(tiles, k, sms, _blocks_per_sm(shape, tile)) if may_split else 1,
-        b_copy=b_copy, scratch_bytes=scratch_bytes,
+        product=product, resolve=resolve, baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
+        swap_operands=transpose,
+        splits=k_splits(tiles, k, sms, _blocks_per_sm(shape, tile)) if may_split and work is None else 1,
+        b_copy=b_copy, scratch_bytes=scratch_bytes, work=work,
     )
 
 

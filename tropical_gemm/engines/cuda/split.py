@@ -21,11 +21,8 @@ from functools import lru_cache
 
 from ...jit import make_spec
 from ...jit.source import ELEMENTWISE_THREADS
-from .plan import (ForwardPlan, Plan, copy_b_for_the_resolve, elementwise_grid, plan_forward, transpose_plan,
-                   with_b_transposed)
-
-#: Partial argmaxes are int32, after the partial values (aligned to this many bytes).
-_ALIGN = 256
+from .plan import (ForwardPlan, Plan, aligned, copy_b_for_the_resolve, elementwise_grid, plan_forward,
+                   transpose_plan, with_b_transposed)
 
 
 def k_slices(k: int, splits: int) -> tuple[int, int, int]:
@@ -102,13 +99,13 @@ def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
             rest_plan = rest_plan.without_resolve()
     outputs = math.prod(batch) * a_shape[-2] * n
     part_bytes = outputs * itemsize
-    index_offset = _aligned(count * part_bytes)
+    index_offset = aligned(count * part_bytes)
     scratch_bytes = index_offset + (count * outputs * 4 if argmax else 0)
     operands = whole.product.scalars
     b_copy, b_copy_offset = None, 0
     if depth and copy_b_for_the_resolve(b_shape, b_strides, outputs):
         b_copy = transpose_plan(dtype, k, n, b_strides[-2], b_strides[-1])
-        b_copy_offset = _aligned(scratch_bytes)
+        b_copy_offset = aligned(scratch_bytes)
         scratch_bytes = b_copy_offset + n * k * itemsize
         operands = with_b_transposed(operands)
     combine = Plan(make_spec("combine_resolve" if depth else "combine", semiring, dtype),
@@ -116,6 +113,3 @@ def plan_split_k(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     return SplitKPlan(slices, rest_plan, offsets, combine, splits, part_bytes, outputs * 4, index_offset,
                       scratch_bytes, b_copy, b_copy_offset)
 
-
-def _aligned(nbytes: int) -> int:
-    return -(-nbytes // _ALIGN) * _ALIGN

@@ -1,0 +1,162 @@
+"""The stream family's kernel (``cuda_src/forward_streamed.cu``: stream-K), built for the host, against the CPU engine.
+
+Built with the shim of ``host_cuda`` (blocks run one after another, so the
+last contributor of a tile to finish is its last block), it runs on numpy
+memory with the plan the CUDA engine makes (``plan_forward``, which takes the
+stream family where a product's tiles would leave the last wave part
+empty), so the shares of slices, the tiles run whole before them, the
+partials' slots and their merge in k order are checked bit for bit on any
+machine.  The workspace is filled with garbage but for its counters, as the
+engine zeroes only those: a merge that read a slot nobody wrote would show.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import host_cuda
+import tropical_gemm as tg
+from tropical_gemm.engines.cuda.plan import StreamWork, plan_forward, stream_work
+from tropical_gemm.jit import source
+from tropical_gemm.jit.source import TileShape, fragment, header_sources, tile_shape
+from test_pipelined_host_kernel import ALL_LAYOUTS, operand
+
+_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "pipelined.cuh")
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+_LAUNCH = r"""
+extern "C" void launch_streamed(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
+                                unsigned char* WORK, const long long* s) {
+  launch(grid, block, [=] { forward((const T_*)A, (const T_*)B, (T_*)C, IDX, WORK, s[0], s[1], s[2], s[3], s[4],
+                                    s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
+                                    s[17], s[18], s[19], s[20]); });
+}
+"""
+#: Small tiles, so that host-sized products have several waves of tiles and many slices.
+_SHAPES = {4: TileShape(32, 32, 8, 4, 4, min_blocks=2, stages=3), 8: TileShape(32, 32, 8, 4, 4, min_blocks=2, stages=2)}
+
+
+@pytest.fixture(autouse=True)
+def small_stream_tiles(monkeypatch):
+    """Every square and stream tile small; plans cached by shape start afresh."""
+    for table in (source.PIPELINED_SHAPES, source.PIPELINED_EXACT_SHAPES):
+        for key in list(table):
+            monkeypatch.setitem(table, key, _SHAPES[np.dtype(key[1]).itemsize])
+    for key in list(source._STREAM_FALLBACK):
+        monkeypatch.setitem(source._STREAM_FALLBACK, key, _SHAPES[key[1]])
+    for family, dtype, op in list(source.TILE_SHAPES):  # the register-staged square tiles the planner weighs
+        if family == "square" and dtype in _C_TYPES:
+            monkeypatch.setitem(source.TILE_SHAPES, (family, dtype, op), _SHAPES[np.dtype(dtype).itemsize])
+    plan_forward.cache_clear()
+    yield
+    plan_forward.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory):
+    folder, built = tmp_path_factory.mktemp("streamed"), {}
+
+    def get(spec):
+        rendered = fragment(spec)
+        if rendered not in built:
+            headers = "".join(text + "\n" for name, text in header_sources() if name in _HEADERS)
+            program = (host_cuda.SHIM + headers + rendered.replace(spec.name, "forward")
+                       + f"typedef {_C_TYPES[spec.dtype]} T_;\n" + host_cuda.LAUNCH + _LAUNCH)
+            built[rendered] = host_cuda.build_library(program, folder / f"{spec.name}_{len(built)}")
+        return built[rendered]
+
+    return get
+
+
+def streamed_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, sms: int, argmax: bool = False):
+    """``a ⊗ b`` by the stream-K launch the CUDA engine plans on a GPU of ``sms`` SMs, and its recorded argmax."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    strides = [tuple(s // x.itemsize for s in x.strides) for x in (a, b)]
+    plan = plan_forward(a.shape, strides[0], b.shape, strides[1], batch, a.dtype.name, semiring, argmax, sms, True)
+    assert plan.product.spec.tile == "stream" and plan.work is not None, plan
+    c = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=a.dtype)
+    idx = np.full(c.shape, -7, dtype=np.int32)
+    work = np.full(plan.work.nbytes, 0xA7, dtype=np.uint8)
+    work[:plan.work.counter_bytes] = 0
+    first, second = (b, a) if plan.swap_operands else (a, b)
+    scalars = np.array(plan.product.scalars, dtype=np.int64)
+    host_kernels(plan.product.spec).launch_streamed(
+        ctypes.c_longlong(plan.product.grid), ctypes.c_longlong(plan.product.block),
+        *(ctypes.c_void_p(x.ctypes.data) for x in (first, second, c)),
+        ctypes.c_void_p(idx.ctypes.data if argmax else None), ctypes.c_void_p(work.ctypes.data),
+        ctypes.c_void_p(scalars.ctypes.data))
+    return c, idx, plan
+
+
+@pytest.mark.parametrize("dtype,semiring,m,k,n,sms", [
+    ("float32", "max_plus", 70, 1100, 30, 3),   # 3 tiles on 6 slots: each cut in two
+    ("float32", "max_plus", 100, 97, 130, 3),   # 20 tiles on 6 slots: 12 whole, then 8 in shares
+    ("float32", "min_plus", 33, 2100, 31, 5),   # 2 tiles on 10 slots: 5 contributors a tile
+    ("float64", "max_times", 70, 200, 70, 3),
+    ("int32", "max_min", 61, 600, 97, 3),
+    ("int64", "min_max", 35, 90, 70, 2)])
+def test_stream_k_matches_the_cpu_engine(host_kernels, dtype, semiring, m, k, n, sms):
+    """Every layout, aligned operands and not, with ±inf and NaN or the integer extremes."""
+    rng = np.random.default_rng(m * k + n)
+    for a_layout, b_layout in ALL_LAYOUTS:
+        for offset in (0, 1):
+            a = operand(rng, m, k, dtype, a_layout, offset)
+            b = operand(rng, k, n, dtype, b_layout, offset)
+            got, _, plan = streamed_product(host_kernels, a, b, semiring, sms)
+            want = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring)
+            np.testing.assert_array_equal(got, want, err_msg=f"{a_layout} {b_layout} offset {offset} {plan.work}")
+
+
+@pytest.mark.parametrize("semiring", ["max_plus", "max_times"])
+def test_stream_k_keeps_the_exact_integer_path(host_kernels, semiring):
+    """int32 ⊗ that saturates: values near the ends of the range in a few slices, on both sides of a cut."""
+    bound = 2**31 - 1 if semiring == "max_plus" else 2**16
+    rng = np.random.default_rng(3)
+    m, k, n = 64, 603, 96
+    a = rng.integers(-60, 60, (m, k)).astype(np.int32)
+    b = rng.integers(-60, 60, (k, n)).astype(np.int32)
+    for kk in (5, 300, 301, 602):
+        a[rng.integers(0, m, 9), kk] = rng.choice([-bound - 1, bound, bound // 2 + 7, -(bound // 2) - 9], 9)
+        b[kk, rng.integers(0, n, 9)] = rng.choice([-bound - 1, bound, bound // 2 + 5, -(bound // 2) - 3], 9)
+    for argmax in (False, True):
+        got, got_k, plan = streamed_product(host_kernels, a, b, semiring, 2, argmax)
+        want = tg.matmul(a, b, semiring, argmax=argmax)
+        np.testing.assert_array_equal(got, want[0] if argmax else want)
+        if argmax:
+            depth = tile_shape(plan.product.spec).bk
+            np.testing.assert_array_equal(got_k, np.where(want[1] < 0, -1, want[1] // depth * depth))
+
+
+@pytest.mark.parametrize("dtype,semiring", [("float32", "max_plus"), ("float64", "min_plus"), ("int32", "max_plus")])
+def test_stream_k_argmax_records_the_first_slice_holding_the_winner(host_kernels, dtype, semiring):
+    """Small integers: ties within and across the blocks that share a tile, where the earliest slice wins (the
+    slice argmax_resolve then searches); the resolve follows in the plan."""
+    rng = np.random.default_rng(11)
+    for a_layout, b_layout in ALL_LAYOUTS[::3]:
+        with np.errstate(invalid="ignore"):  # ±inf % 7: NaN, which stays a special
+            a = np.round(operand(rng, 70, 1100, dtype, a_layout, 0) % 7)
+            b = np.round(operand(rng, 1100, 30, dtype, b_layout, 0) % 7)
+        got, got_k, plan = streamed_product(host_kernels, a, b, semiring, 3, argmax=True)
+        want, want_k = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring, argmax=True)
+        depth = tile_shape(plan.product.spec).bk
+        assert plan.resolve is not None and plan.resolve.int32_scalars == (depth,)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got_k, np.where(want_k < 0, -1, want_k // depth * depth))
+
+
+def test_stream_k_batches_broadcast(host_kernels):
+    rng = np.random.default_rng(8)
+    a, b = operand(rng, 40, 120, "float32", "row", 0), rng.standard_normal((3, 120, 50)).astype(np.float32)
+    got, _, _ = streamed_product(host_kernels, a, b, "max_plus", 4)
+    np.testing.assert_array_equal(got, tg.matmul(a, b, "max_plus"))
+
+
+def test_stream_work_lays_out_counters_then_two_partials_per_block():
+    shape = TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)
+    work = stream_work(56, 3000, 132, shape, 4, True, (56, shape))
+    assert work == StreamWork(grid=264, dp_tiles=0, counter_bytes=56 * 4, values_offset=256,
+                              index_offset=256 + 2 * 264 * 128 * 128 * 4,
+                              nbytes=256 + 2 * 2 * 264 * 128 * 128 * 4)
+    assert stream_work(56, 3000, 132, shape, 4, False, (56, shape)).nbytes == work.index_offset
