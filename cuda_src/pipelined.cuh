@@ -530,17 +530,14 @@ struct PipelinedKernel {
     __device__ i64 slot(i64 b, i64 u, i64 k_tiles) const { return (2 * b + (first(b) / k_tiles != u)) * PER_TILE; }
   };
 
-  // A partial of stream-K tile u (at `at`) into the workspace; the tile's last contributor to finish then
-  // ⊕s every contributor's partial into C, output by output (a rolled loop: it runs once a tile, and its
-  // code is short to compile).
-  __device__ static void merge_partial(const Problem& p, const Stream& w, i64 u, const Place& at,
-                                       const T (&acc)[TM][TN], const int (&idx)[TM][TN]) {
+  // A partial of stream-K tile u into the workspace; whether this block was the tile's last contributor to
+  // finish, in which case acc and idx hold the whole tile's ⊕ and argmax on return.  The merge loads a
+  // partial's values with no dependence between them, so that they are in flight together.
+  __device__ static bool merge_partial(const Stream& w, i64 u, i64 k_tiles, T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     T* values = reinterpret_cast<T*>(w.work + w.values_offset);
     int* indices = reinterpret_cast<int*>(w.work + w.index_offset);
-    const i64 lo = w.owner(u * p.k_tiles), hi = w.owner((u + 1) * p.k_tiles - 1);
-    const i64 mine = w.slot(blockIdx.x, u, p.k_tiles) + threadIdx.x;
-    // Tile u is the first tile of every contributor but lo, whose share may start in an earlier tile.
-    const i64 lo_slot = w.slot(lo, u, p.k_tiles);
+    const i64 lo = w.owner(u * k_tiles), hi = w.owner((u + 1) * k_tiles - 1);
+    const i64 mine = w.slot(blockIdx.x, u, k_tiles) + threadIdx.x;
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -551,28 +548,32 @@ struct PipelinedKernel {
     __threadfence();  // the partial is visible to the device before the counter says so
     __syncthreads();
     int* counter = reinterpret_cast<int*>(w.work) + u;
-    if (!__syncthreads_or(threadIdx.x == 0 && atomicAdd(counter, 1) == (int)(hi - lo))) return;
+    if (!__syncthreads_or(threadIdx.x == 0 && atomicAdd(counter, 1) == (int)(hi - lo))) return false;
     __threadfence();
-    T* Cb = p.C + at.batch * p.M * p.N;
-    int* Ib = ARGMAX ? p.IDX + at.batch * p.M * p.N : nullptr;
-#pragma unroll 1
-    for (int e = threadIdx.x; e < Stream::PER_TILE; e += THREADS) {  // e: (i * TN + j) * THREADS + thread
-      const int q = e / THREADS, t = e % THREADS;
-      const i64 m = at.m0 + StageA::line_of(q / TN, t / (BN / TN)), n = at.n0 + StageB::line_of(q % TN, t % (BN / TN));
-      if (m >= p.M || n >= p.N) continue;
-      T value = SR::template zero<T>();
-      int winner = -1;
-      for (i64 b = lo; b <= hi; ++b) {  // in k order, as fold_slice folds a tile's slices
-        const i64 from = (b == lo ? lo_slot : 2 * b * Stream::PER_TILE) + e;
-        const T v = __ldcg(values + from);
-        if constexpr (ARGMAX) {
-          if (SR::template better<T>(v, value)) winner = __ldcg(indices + from);
-        }
-        value = SR::template add<T>(value, v);
+    // Tile u is the first tile of every contributor but lo, whose share may start in an earlier tile.
+    const i64 lo_slot = w.slot(lo, u, k_tiles);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        acc[i][j] = SR::template zero<T>();
+        idx[i][j] = -1;
       }
-      Cb[m * p.c_sm + n * p.c_sn] = canonical(value);
-      if constexpr (ARGMAX) Ib[m * p.c_sm + n * p.c_sn] = winner;
+    for (i64 b = lo; b <= hi; ++b) {  // in k order, as fold_slice folds a tile's slices
+      const i64 from = (b == lo ? lo_slot : 2 * b * Stream::PER_TILE) + threadIdx.x;
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          const T v = __ldcg(values + from + (i * TN + j) * THREADS);
+          if constexpr (ARGMAX) {
+            const int at = __ldcg(indices + from + (i * TN + j) * THREADS);
+            if (SR::template better<T>(v, acc[i][j])) idx[i][j] = at;
+          }
+          acc[i][j] = SR::template add<T>(acc[i][j], v);
+        }
     }
+    return true;
   }
 
   __device__ static Problem problem(const T* A, const T* B, T* C, int* IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk,
@@ -624,8 +625,8 @@ struct PipelinedKernel {
       T acc[TM][TN];
       int idx[TM][TN];
       accumulate(s, p, at, kt0, kt1, ty, tx, acc, idx);
-      if (kt0 == 0 && kt1 == p.k_tiles) store(p, at, ty, tx, acc, idx);
-      else merge_partial(p, w, tile - dp_tiles, at, acc, idx);
+      if ((kt0 == 0 && kt1 == p.k_tiles) || merge_partial(w, tile - dp_tiles, p.k_tiles, acc, idx))
+        store(p, at, ty, tx, acc, idx);
     }
   }
 };

@@ -1,0 +1,95 @@
+"""Stream-K against the schedules it replaced: products whose tiles leave the GPU's last wave part empty.
+
+The engine runs such a product as the stream family (``engines.cuda.plan.stream_work``): the last waves'
+slices shared out evenly over the resident blocks.  This times each case under three schedules, the same
+operands and kernels' shapes otherwise:
+
+* ``tiles``: one block per output tile, all of K (no slicing);
+* ``split-k``: K slices side by side and a combine launch (``plan.k_splits``, the engine's policy before
+  stream-K, and still the small family's);
+* ``stream-k``: the engine's plan (which keeps whole tiles where they are as fast).
+
+float32 max_plus, plain and with argmax, each as CUDA-graph replays of 20 ``matmul`` calls into
+preallocated outputs (the kernels' time, not the host's); T = 2·M·N·K per second.
+
+    python benchmarks/stream_k.py [--out DIR]
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ceilings import time_gpu
+from results_file import run_and_save
+from throughput import environment
+
+import tropical_gemm as tg
+from tropical_gemm.engines.cuda import plan as planning, prepared
+
+#: (batches, M, K, N): the issue's odd shapes, square products of one wave or less, and the batched case.
+SHAPES = [(1, 1000, 3000, 777), (1, 3000, 1000, 2047), (1, 1024, 1024, 1024), (1, 1024, 4096, 1024),
+          (1, 2048, 2048, 2048), (256, 256, 256, 256), (1, 4096, 4096, 4096)]
+SHIPPED_STREAM, SHIPPED_SPLITS = planning.stream_work, planning.k_splits
+
+
+def _schedule(name: str) -> None:
+    """The engine's planner with one schedule (its caches cleared)."""
+    planning.stream_work = SHIPPED_STREAM if name == "stream-k" else (lambda *args, **kwargs: None)
+    planning.k_splits = (lambda *args, **kwargs: 1) if name == "tiles" else SHIPPED_SPLITS
+    planning.plan_forward.cache_clear()
+    prepared.prepare_product.cache_clear()
+
+
+def _time(a, b, argmax: bool) -> float:
+    import cupy as cp
+
+    shape = (*a.shape[:-1], b.shape[-1])
+    out = (cp.empty(shape, np.float32), cp.empty(shape, np.int32)) if argmax else cp.empty(shape, np.float32)
+    return time_gpu(lambda: tg.matmul(a, b, argmax=argmax, out=out), reps=20, graph=True)
+
+
+def _plan(a, b, argmax: bool, sms: int) -> planning.ForwardPlan:
+    strides = [tuple(s // x.itemsize for s in x.strides) for x in (a, b)]
+    batch = a.shape[:-2]
+    return planning.plan_forward(a.shape, strides[0], b.shape, strides[1], batch, "float32", "max_plus", argmax, sms,
+                                 True)
+
+
+def run() -> dict:
+    import cupy as cp
+
+    rng = np.random.default_rng(0)
+    env = environment()
+    sms = int(env["sms"])
+    rows = []
+    try:
+        for batches, m, k, n in SHAPES:
+            batch = (batches,) if batches > 1 else ()
+            a = cp.asarray(rng.integers(-99, 99, (*batch, m, k)).astype(np.float32))
+            b = cp.asarray(rng.integers(-99, 99, (*batch, k, n)).astype(np.float32))
+            for argmax in (False, True):
+                for name in ("tiles", "split-k", "stream-k"):
+                    _schedule(name)
+                    plan = _plan(a, b, argmax, sms)
+                    seconds = _time(a, b, argmax)
+                    rows.append({"shape": [batches, m, k, n], "argmax": argmax, "schedule": name,
+                                 "family": plan.spec.tile, "splits": plan.splits,
+                                 "dp_tiles": None if plan.work is None else plan.work.dp_tiles,
+                                 "seconds": seconds, "tops": 2 * batches * m * n * k / seconds / 1e12})
+    finally:
+        _schedule("stream-k")
+    return {"environment": env, "rows": rows}
+
+
+def table(report: dict) -> list[str]:
+    lines = ["| batches×M×K×N | argmax | schedule | family | K slices | µs | T ops/s |", "|---|---|---|---|---|---|---|"]
+    for r in report["rows"]:
+        lines.append(f"| {'x'.join(map(str, r['shape']))} | {r['argmax']} | {r['schedule']} | {r['family']} "
+                     f"| {r['splits']} | {r['seconds'] * 1e6:.1f} | {r['tops']:.2f} |")
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(run_and_save(__doc__, None, "stream-k", run, table))
