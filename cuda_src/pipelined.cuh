@@ -400,13 +400,18 @@ struct PipelinedKernel {
     }
   }
 
+  // Where a launch writes its results.
+  struct Output {
+    T* C;
+    int* IDX;
+    i64 M, N, c_sm, c_sn;
+  };
   // One launch's operands and output, and its tiles and slices.
   struct Problem {
     const T* A;
     const T* B;
-    T* C;
-    int* IDX;
-    i64 M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn;
+    Output out;
+    i64 M, N, K, a_sm, a_sk, b_sk, b_sn;
     Batch bt;
     i64 tiles_m, tiles_n, k_tiles;
     bool a_vec, b_vec;
@@ -479,20 +484,20 @@ struct PipelinedKernel {
     __syncthreads();
   }
 
-  __device__ static void store(const Problem& p, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
+  __device__ static void store(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
                                const int (&idx)[TM][TN]) {
-    T* Cb = p.C + at.batch * p.M * p.N;
-    int* Ib = ARGMAX ? p.IDX + at.batch * p.M * p.N : nullptr;
+    T* Cb = out.C + at.batch * out.M * out.N;
+    int* Ib = ARGMAX ? out.IDX + at.batch * out.M * out.N : nullptr;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const i64 m = at.m0 + StageA::line_of(i, ty);
-      if (m >= p.M) continue;
+      if (m >= out.M) continue;
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         const i64 n = at.n0 + StageB::line_of(j, tx);
-        if (n >= p.N) continue;
-        Cb[m * p.c_sm + n * p.c_sn] = canonical(acc[i][j]);
-        if constexpr (ARGMAX) Ib[m * p.c_sm + n * p.c_sn] = idx[i][j];
+        if (n >= out.N) continue;
+        Cb[m * out.c_sm + n * out.c_sn] = canonical(acc[i][j]);
+        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = idx[i][j];
       }
     }
   }
@@ -530,10 +535,10 @@ struct PipelinedKernel {
     __device__ i64 slot(i64 b, i64 u, i64 k_tiles) const { return (2 * b + (first(b) / k_tiles != u)) * PER_TILE; }
   };
 
-  // A partial of stream-K tile u into the workspace; whether this block was the tile's last contributor to
-  // finish, in which case acc and idx hold the whole tile's ⊕ and argmax on return.  The merge loads a
-  // partial's values with no dependence between them, so that they are in flight together.
-  __device__ static bool merge_partial(const Stream& w, i64 u, i64 k_tiles, T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+  // A partial of stream-K tile u into the workspace; the tile's last contributor to finish then ⊕s every
+  // contributor's partial and stores the tile (merge).
+  __device__ static void merge_partial(const Output& out, const Stream& w, i64 u, i64 k_tiles, const Place& at,
+                                       const T (&acc)[TM][TN], const int (&idx)[TM][TN]) {
     T* values = reinterpret_cast<T*>(w.work + w.values_offset);
     int* indices = reinterpret_cast<int*>(w.work + w.index_offset);
     const i64 lo = w.owner(u * k_tiles), hi = w.owner((u + 1) * k_tiles - 1);
@@ -548,10 +553,20 @@ struct PipelinedKernel {
     __threadfence();  // the partial is visible to the device before the counter says so
     __syncthreads();
     int* counter = reinterpret_cast<int*>(w.work) + u;
-    if (!__syncthreads_or(threadIdx.x == 0 && atomicAdd(counter, 1) == (int)(hi - lo))) return false;
-    __threadfence();
-    // Tile u is the first tile of every contributor but lo, whose share may start in an earlier tile.
-    const i64 lo_slot = w.slot(lo, u, k_tiles);
+    if (__syncthreads_or(threadIdx.x == 0 && atomicAdd(counter, 1) == (int)(hi - lo))) {
+      __threadfence();
+      // Tile u is the first tile of every contributor but lo, whose share may start in an earlier tile.
+      merge(out, at, values, indices, w.slot(lo, u, k_tiles), lo, hi);
+    }
+  }
+
+  // The ⊕ of contributors lo .. hi's partials of a tile, in k order as fold_slice folds a tile's slices,
+  // stored.  Not inlined: its registers (a partial's values loaded with no dependence between them, so
+  // that they are in flight together) are its own, and the main loop's allocation is the square kernel's.
+  __device__ __noinline__ static void merge(Output out, Place at, const T* values, const int* indices, i64 lo_slot,
+                                            i64 lo, i64 hi) {
+    T acc[TM][TN];
+    int idx[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -559,7 +574,7 @@ struct PipelinedKernel {
         acc[i][j] = SR::template zero<T>();
         idx[i][j] = -1;
       }
-    for (i64 b = lo; b <= hi; ++b) {  // in k order, as fold_slice folds a tile's slices
+    for (i64 b = lo; b <= hi; ++b) {
       const i64 from = (b == lo ? lo_slot : 2 * b * Stream::PER_TILE) + threadIdx.x;
 #pragma unroll
       for (int i = 0; i < TM; ++i)
@@ -567,19 +582,19 @@ struct PipelinedKernel {
         for (int j = 0; j < TN; ++j) {
           const T v = __ldcg(values + from + (i * TN + j) * THREADS);
           if constexpr (ARGMAX) {
-            const int at = __ldcg(indices + from + (i * TN + j) * THREADS);
-            if (SR::template better<T>(v, acc[i][j])) idx[i][j] = at;
+            const int k = __ldcg(indices + from + (i * TN + j) * THREADS);
+            if (SR::template better<T>(v, acc[i][j])) idx[i][j] = k;
           }
           acc[i][j] = SR::template add<T>(acc[i][j], v);
         }
     }
-    return true;
+    store(out, at, threadIdx.x / (BN / TN), threadIdx.x % (BN / TN), acc, idx);
   }
 
   __device__ static Problem problem(const T* A, const T* B, T* C, int* IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk,
                                     i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, const Batch& bt) {
-    return Problem{A, B, C, IDX, M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, bt, (M + BM - 1) / BM, (N + BN - 1) / BN,
-                   (K + BK - 1) / BK,
+    return Problem{A, B, Output{C, IDX, M, N, c_sm, c_sn}, M, N, K, a_sm, a_sk, b_sk, b_sn, bt, (M + BM - 1) / BM,
+                   (N + BN - 1) / BN, (K + BK - 1) / BK,
                    A_LK ? runs_aligned(A, a_sk, a_sm, bt.a0, bt.a1, bt.a2) : runs_aligned(A, a_sm, a_sk, bt.a0, bt.a1, bt.a2),
                    B_LK ? runs_aligned(B, b_sk, b_sn, bt.b0, bt.b1, bt.b2) : runs_aligned(B, b_sn, b_sk, bt.b0, bt.b1, bt.b2)};
   }
@@ -596,7 +611,7 @@ struct PipelinedKernel {
       T acc[TM][TN];
       int idx[TM][TN];  // the argmax's; unused (and dropped by the compiler) in the plain product
       accumulate(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
-      store(p, at, ty, tx, acc, idx);
+      store(p.out, at, ty, tx, acc, idx);
     }
   }
 
@@ -609,24 +624,34 @@ struct PipelinedKernel {
     Smem& s = *reinterpret_cast<Smem*>(dynamic_shared());
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
     const Problem p = problem(A, B, C, IDX, M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, bt);
-    const Stream w{WORK, (int)((p.tiles_m * p.tiles_n * batches - dp_tiles) * p.k_tiles), values_offset,
-                   index_offset};
-    int it = w.first(blockIdx.x);  // this block's next stream-K slice
-    for (i64 tile = blockIdx.x; tile < dp_tiles || it < w.first(blockIdx.x + 1); tile += gridDim.x) {
-      i64 kt0 = 0, kt1 = p.k_tiles;
-      if (tile >= dp_tiles) {  // a tile's part of this block's share
-        const int end = w.first(blockIdx.x + 1);
+    // The schedule's state lives in local memory (volatile), read and written once a unit: in registers
+    // it stayed live through the main loop, whose accumulators it pushed out to local memory instead.
+    volatile int iters = (int)((p.tiles_m * p.tiles_n * batches - dp_tiles) * p.k_tiles);
+    volatile i64 next_tile = blockIdx.x;
+    volatile int next_it = Stream{WORK, iters, values_offset, index_offset}.first(blockIdx.x);
+    volatile bool whole;
+    for (;;) {
+      const Stream w{WORK, iters, values_offset, index_offset};
+      i64 tile = next_tile, kt0 = 0, kt1 = p.k_tiles;
+      if (tile < dp_tiles) {
+        next_tile = tile + gridDim.x;
+      } else {  // a tile's part of this block's share
+        const int it = next_it, end = w.first(blockIdx.x + 1);
+        if (it >= end) break;
         tile = dp_tiles + it / p.k_tiles;
         kt0 = it % p.k_tiles;
         kt1 = kt0 + (end - it) < p.k_tiles ? kt0 + (end - it) : p.k_tiles;
-        it += (int)(kt1 - kt0);
+        next_it = it + (int)(kt1 - kt0);
+        next_tile = tile;
       }
+      whole = kt0 == 0 && kt1 == p.k_tiles;
       const Place at = place(p, tile);
       T acc[TM][TN];
       int idx[TM][TN];
       accumulate(s, p, at, kt0, kt1, ty, tx, acc, idx);
-      if ((kt0 == 0 && kt1 == p.k_tiles) || merge_partial(w, tile - dp_tiles, p.k_tiles, acc, idx))
-        store(p, at, ty, tx, acc, idx);
+      if (whole) store(p.out, at, ty, tx, acc, idx);
+      else merge_partial(p.out, Stream{WORK, iters, values_offset, index_offset}, next_tile - dp_tiles, p.k_tiles,
+                         at, acc, idx);
     }
   }
 };
