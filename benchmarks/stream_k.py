@@ -1,13 +1,13 @@
-"""Stream-K against the schedules it replaced: products whose tiles leave the GPU's last wave part empty.
+"""Stream-K against the schedules it replaced: products whose tiles leave the GPU's wave part empty.
 
-The engine runs such a product as the stream family (``engines.cuda.plan.stream_work``): the last waves'
-slices shared out evenly over the resident blocks.  This times each case under three schedules, the same
-operands and kernels' shapes otherwise:
+The engine runs such a product as the stream family (``engines.cuda.plan.stream_work``): every tile's
+slices shared out evenly over one wave of resident blocks.  This times each case under three schedules:
 
 * ``tiles``: one block per output tile, all of K (no slicing);
 * ``split-k``: K slices side by side and a combine launch (``plan.k_splits``, the engine's policy before
   stream-K, and still the small family's);
-* ``stream-k``: the engine's plan (which keeps whole tiles where they are as fast).
+* ``stream-k``: the engine's plan (``plan.stream_work`` says where it takes stream-K: the rows whose family is
+  "stream").
 
 float32 max_plus, plain and with argmax, each as CUDA-graph replays of 20 ``matmul`` calls into
 preallocated outputs (the kernels' time, not the host's); T = 2·M·N·K per second.
@@ -35,7 +35,7 @@ SHIPPED_STREAM, SHIPPED_SPLITS = planning.stream_work, planning.k_splits
 
 
 def _schedule(name: str) -> None:
-    """The engine's planner with one schedule (its caches cleared)."""
+    """The engine's planner with one schedule (its caches cleared); "stream-k" is the engine's own."""
     planning.stream_work = SHIPPED_STREAM if name == "stream-k" else (lambda *args, **kwargs: None)
     planning.k_splits = (lambda *args, **kwargs: 1) if name == "tiles" else SHIPPED_SPLITS
     planning.plan_forward.cache_clear()
@@ -76,7 +76,6 @@ def run() -> dict:
                     seconds = _time(a, b, argmax)
                     rows.append({"shape": [batches, m, k, n], "argmax": argmax, "schedule": name,
                                  "family": plan.spec.tile, "splits": plan.splits,
-                                 "dp_tiles": None if plan.work is None else plan.work.dp_tiles,
                                  "seconds": seconds, "tops": 2 * batches * m * n * k / seconds / 1e12})
     finally:
         _schedule("stream-k")

@@ -504,25 +504,24 @@ struct PipelinedKernel {
 
   // ------------------------------------------------------------ stream-K
   //
-  // Where a launch's tiles leave the SMs' last wave part empty, the host
-  // (engines/cuda/plan.py: stream_schedule) gives the first dp_tiles tiles
-  // one block each, as above, and cuts the slices of the rest into equal
-  // shares, one per block of the grid (Stream-K, Osama et al. 2023): every
-  // SM then computes about as many slices, whatever the shape.  A share
-  // covers the end of one tile, whole tiles, and the start of another; a
-  // tile cut between blocks is a partial in each.  Each block writes its
-  // partials to the workspace, and the last contributor of a tile to
-  // finish (counted by an atomic, which the host zeroed) ⊕s them in k
-  // order and stores the tile: no block ever waits for another, so a grid
+  // Where a launch's tiles would leave the SMs' wave part empty, the host
+  // (engines/cuda/plan.py: stream_work) cuts every tile's slices into equal
+  // shares, one per block of a grid the GPU holds at once (Stream-K, Osama
+  // et al. 2023): every SM then computes about as many slices, whatever the
+  // shape.  A share covers the end of one tile, whole tiles, and the start
+  // of another; a tile cut between blocks is a partial in each.  Each block
+  // writes its partials to the workspace, and the last contributor of a
+  // tile to finish (counted by an atomic, which the host zeroed) ⊕s them in
+  // k order and stores the tile: no block ever waits for another, so a grid
   // larger than the GPU holds at once is as correct, only slower.  ⊕ is
-  // exact and associative, so the values are those of one block; the
-  // argmax folds the partials as fold_slice folds slices.
+  // exact and associative, so the values are those of one block; the argmax
+  // folds the partials as fold_slice folds slices.
   //
-  // Workspace, laid out by the host: one int counter per stream-K tile at
-  // its start; at values_offset two partial tiles per block (its first and
-  // its last tile: those between are whole), each thread's values strided
-  // by THREADS so that a block's stores and loads coalesce; at index_offset
-  // the argmaxes, alike.
+  // Workspace, laid out by the host: one int counter per tile at its start;
+  // at values_offset two partial tiles per block (its first and its last
+  // tile: those between are whole), each thread's values strided by THREADS
+  // so that a block's stores and loads coalesce; at index_offset the
+  // argmaxes, alike.
   struct Stream {
     unsigned char* work;
     int iters;
@@ -615,42 +614,33 @@ struct PipelinedKernel {
     }
   }
 
-  // The stream family's launch: tiles below dp_tiles one block each, then this block's share of the
-  // stream-K slices (iters of them, fewer than 2**31: the host's stream_schedule).
+  // The stream family's launch: this block's share of every tile's slices (iters of them, fewer than 2**31:
+  // the host's stream_work), a tile's part at a time.
   __device__ static void run_streamed(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
                                       int* __restrict__ IDX, unsigned char* __restrict__ WORK, i64 M, i64 N, i64 K,
                                       i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, i64 batches,
-                                      const Batch& bt, i64 dp_tiles, i64 values_offset, i64 index_offset) {
+                                      const Batch& bt, i64 values_offset, i64 index_offset) {
     Smem& s = *reinterpret_cast<Smem*>(dynamic_shared());
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
     const Problem p = problem(A, B, C, IDX, M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, bt);
-    // The schedule's state lives in local memory (volatile), read and written once a unit: in registers
+    // The schedule's state lives in local memory (volatile), read and written once a part: in registers
     // it stayed live through the main loop, whose accumulators it pushed out to local memory instead.
-    volatile int iters = (int)((p.tiles_m * p.tiles_n * batches - dp_tiles) * p.k_tiles);
-    volatile i64 next_tile = blockIdx.x;
-    volatile int next_it = Stream{WORK, iters, values_offset, index_offset}.first(blockIdx.x);
+    volatile int iters = (int)(p.tiles_m * p.tiles_n * batches * p.k_tiles);
+    volatile int next = Stream{WORK, iters, values_offset, index_offset}.first(blockIdx.x);
     volatile bool whole;
     for (;;) {
       const Stream w{WORK, iters, values_offset, index_offset};
-      i64 tile = next_tile, kt0 = 0, kt1 = p.k_tiles;
-      if (tile < dp_tiles) {
-        next_tile = tile + gridDim.x;
-      } else {  // a tile's part of this block's share
-        const int it = next_it, end = w.first(blockIdx.x + 1);
-        if (it >= end) break;
-        tile = dp_tiles + it / p.k_tiles;
-        kt0 = it % p.k_tiles;
-        kt1 = kt0 + (end - it) < p.k_tiles ? kt0 + (end - it) : p.k_tiles;
-        next_it = it + (int)(kt1 - kt0);
-        next_tile = tile;
-      }
+      const int it = next, end = w.first(blockIdx.x + 1);
+      if (it >= end) break;
+      const i64 kt0 = it % p.k_tiles, kt1 = kt0 + (end - it) < p.k_tiles ? kt0 + (end - it) : p.k_tiles;
+      next = it + (int)(kt1 - kt0);
       whole = kt0 == 0 && kt1 == p.k_tiles;
-      const Place at = place(p, tile);
+      const Place at = place(p, it / p.k_tiles);
       T acc[TM][TN];
       int idx[TM][TN];
       accumulate(s, p, at, kt0, kt1, ty, tx, acc, idx);
       if (whole) store(p.out, at, ty, tx, acc, idx);
-      else merge_partial(p.out, Stream{WORK, iters, values_offset, index_offset}, next_tile - dp_tiles, p.k_tiles,
+      else merge_partial(p.out, Stream{WORK, iters, values_offset, index_offset}, (next - 1) / p.k_tiles, p.k_tiles,
                          at, acc, idx);
     }
   }

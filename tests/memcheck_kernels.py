@@ -10,6 +10,7 @@ import numpy as np
 
 import tropical_gemm as tg
 from tropical_gemm.engines.cuda import gpu as cuda_gpu
+from tropical_gemm.engines.cuda import plan as planning
 
 
 def launch_every_family() -> None:
@@ -32,9 +33,9 @@ def launch_every_family() -> None:
 
 
 def launch_stream_k() -> None:
-    """Stream-K products (8 SMs reported: a few tiles for 16 resident blocks), ragged, in every dtype."""
+    """Stream-K products, ragged, in every dtype (run with stream-K wherever the planner allows it)."""
     rng = np.random.default_rng(1)
-    for (m, k, n), dtype in [((300, 1507, 260), "float32"), ((200, 2001, 130), "int32"), ((150, 1003, 70), "float64"),
+    for (m, k, n), dtype in [((300, 2003, 260), "float32"), ((200, 2001, 130), "int32"), ((150, 1803, 70), "float64"),
                              ((70, 1201, 90), "int64")]:
         a = cp.asarray(rng.integers(-9, 9, size=(m, k)).astype(dtype))
         b = cp.asarray(rng.integers(-9, 9, size=(k, n)).astype(dtype))
@@ -45,11 +46,12 @@ def launch_stream_k() -> None:
 
 def main() -> None:
     """Each shape as the engine picks its family, then with the square family forced (one SM reported), then
-    stream-K."""
+    stream-K (32 SMs reported, stream-K wherever it may run)."""
     launch_every_family()
     cuda_gpu.sm_count = lambda device_id: 1
     launch_every_family()
-    cuda_gpu.sm_count = lambda device_id: 8
+    cuda_gpu.sm_count = lambda device_id: 32
+    planning._SQUARE_FILLED = 1.01
     launch_stream_k()
 
 

@@ -88,10 +88,10 @@ def test_prepared_products_only_for_one_launch_signatures(a_shape, b_shape, argm
     assert cuda_engine.one_launch_each(shape, argmax) is expected
 
 
-def test_square_products_that_leave_a_wave_part_empty_take_stream_k():
-    """1024³: 64 tiles of 128x128 for 264 resident blocks, as slices shared out over all of them; 4096³ (1024
-    tiles, 3.9 waves) and 2048³ (256 tiles, one wave) are near enough balanced; 3000x1000x2047 (384 tiles)
-    runs 1.45 waves as shares; 256 batches of 256³ (1024 tiles) stay whole tiles."""
+def test_square_products_whose_k_slices_leave_a_wave_part_empty_take_stream_k():
+    """1000x3000x777: 56 tiles of 128x128 whose 4 K slices would fill 224 of 264 slots (its argmax: 3 waves of 7
+    slices, one block an SM), as slices shared out over all of them; 1024³ and 1024x4096x1024 (K slices fill
+    256), 3000x1000x2047 (384 tiles), 2048³, 4096³ and 256 batches of 256³ stay in the square family."""
     from tropical_gemm.engines.cuda.plan import plan_forward
 
     def plan(m: int, k: int, n: int, batches: int = 1, argmax: bool = False):
@@ -100,13 +100,14 @@ def test_square_products_that_leave_a_wave_part_empty_take_stream_k():
                             (*((k * n,) if batch else ()), n, 1), batch, "float32", "max_plus", argmax, 132, True)
 
     for argmax in (False, True):
-        streamed = plan(1024, 1024, 1024, argmax=argmax)
+        streamed = plan(1000, 3000, 777, argmax=argmax)
         assert streamed.spec.tile == "stream" and streamed.splits == 1
-        assert streamed.work.dp_tiles == 0 and streamed.product.grid == streamed.work.grid
-        assert streamed.scratch_bytes >= streamed.work.nbytes > streamed.work.counter_bytes > 0
-    assert plan(3000, 1000, 2047).spec.tile == "stream"
-    for whole in (plan(4096, 4096, 4096), plan(2048, 2048, 2048), plan(256, 256, 256, batches=256)):
-        assert whole.spec.tile == "square" and whole.work is None and whole.splits == 1
+        assert streamed.product.grid == streamed.work.grid == (132 if argmax else 264)
+        assert streamed.scratch_bytes >= streamed.work.nbytes > streamed.work.counter_bytes == 56 * 4
+        for square in (plan(1024, 1024, 1024, argmax=argmax), plan(1024, 4096, 1024, argmax=argmax),
+                       plan(3000, 1000, 2047, argmax=argmax), plan(2048, 2048, 2048, argmax=argmax),
+                       plan(4096, 4096, 4096, argmax=argmax), plan(256, 256, 256, batches=256, argmax=argmax)):
+            assert square.spec.tile == "square" and square.work is None
 
 
 def test_without_room_for_the_stream_kernel_square_products_slice_k():

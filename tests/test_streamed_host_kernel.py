@@ -31,7 +31,7 @@ extern "C" void launch_streamed(long long grid, long long block, const void* A, 
                                 unsigned char* WORK, const long long* s) {
   launch(grid, block, [=] { forward((const T_*)A, (const T_*)B, (T_*)C, IDX, WORK, s[0], s[1], s[2], s[3], s[4],
                                     s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
-                                    s[17], s[18], s[19], s[20]); });
+                                    s[17], s[18], s[19]); });
 }
 """
 #: Small tiles, so that host-sized products have several waves of tiles and many slices.
@@ -91,12 +91,12 @@ def streamed_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, 
 
 
 @pytest.mark.parametrize("dtype,semiring,m,k,n,sms", [
-    ("float32", "max_plus", 70, 1100, 30, 3),   # 3 tiles on 6 slots: each cut in two
-    ("float32", "max_plus", 100, 97, 130, 3),   # 20 tiles on 6 slots: 12 whole, then 8 in shares
-    ("float32", "min_plus", 33, 2100, 31, 5),   # 2 tiles on 10 slots: 5 contributors a tile
-    ("float64", "max_times", 70, 200, 70, 3),
-    ("int32", "max_min", 61, 600, 97, 3),
-    ("int64", "min_max", 35, 90, 70, 2)])
+    ("float32", "max_plus", 150, 301, 30, 3),   # 5 tiles on 6 slots: each cut
+    ("float32", "max_plus", 100, 97, 130, 12),  # 20 tiles on 24 slots, a ragged last slice
+    ("float32", "min_plus", 33, 1100, 31, 5),   # 2 tiles on 10 slots: 5 contributors a tile
+    ("float64", "max_times", 70, 200, 70, 6),
+    ("int32", "max_min", 61, 600, 97, 5),
+    ("int64", "min_max", 35, 90, 70, 4)])
 def test_stream_k_matches_the_cpu_engine(host_kernels, dtype, semiring, m, k, n, sms):
     """Every layout, aligned operands and not, with ±inf and NaN or the integer extremes."""
     rng = np.random.default_rng(m * k + n)
@@ -121,7 +121,7 @@ def test_stream_k_keeps_the_exact_integer_path(host_kernels, semiring):
         a[rng.integers(0, m, 9), kk] = rng.choice([-bound - 1, bound, bound // 2 + 7, -(bound // 2) - 9], 9)
         b[kk, rng.integers(0, n, 9)] = rng.choice([-bound - 1, bound, bound // 2 + 5, -(bound // 2) - 3], 9)
     for argmax in (False, True):
-        got, got_k, plan = streamed_product(host_kernels, a, b, semiring, 2, argmax)
+        got, got_k, plan = streamed_product(host_kernels, a, b, semiring, 4, argmax)
         want = tg.matmul(a, b, semiring, argmax=argmax)
         np.testing.assert_array_equal(got, want[0] if argmax else want)
         if argmax:
@@ -136,9 +136,9 @@ def test_stream_k_argmax_records_the_first_slice_holding_the_winner(host_kernels
     rng = np.random.default_rng(11)
     for a_layout, b_layout in ALL_LAYOUTS[::3]:
         with np.errstate(invalid="ignore"):  # ±inf % 7: NaN, which stays a special
-            a = np.round(operand(rng, 70, 1100, dtype, a_layout, 0) % 7)
-            b = np.round(operand(rng, 1100, 30, dtype, b_layout, 0) % 7)
-        got, got_k, plan = streamed_product(host_kernels, a, b, semiring, 3, argmax=True)
+            a = np.round(operand(rng, 70, 500, dtype, a_layout, 0) % 7)
+            b = np.round(operand(rng, 500, 30, dtype, b_layout, 0) % 7)
+        got, got_k, plan = streamed_product(host_kernels, a, b, semiring, 2, argmax=True)
         want, want_k = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring, argmax=True)
         depth = tile_shape(plan.product.spec).bk
         assert plan.resolve is not None and plan.resolve.int32_scalars == (depth,)
@@ -149,14 +149,24 @@ def test_stream_k_argmax_records_the_first_slice_holding_the_winner(host_kernels
 def test_stream_k_batches_broadcast(host_kernels):
     rng = np.random.default_rng(8)
     a, b = operand(rng, 40, 120, "float32", "row", 0), rng.standard_normal((3, 120, 50)).astype(np.float32)
-    got, _, _ = streamed_product(host_kernels, a, b, "max_plus", 4)
+    got, _, _ = streamed_product(host_kernels, a, b, "max_plus", 7)
     np.testing.assert_array_equal(got, tg.matmul(a, b, "max_plus"))
 
 
 def test_stream_work_lays_out_counters_then_two_partials_per_block():
     shape = TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)
-    work = stream_work(56, 3000, 132, shape, 4, True, (56, shape))
-    assert work == StreamWork(grid=264, dp_tiles=0, counter_bytes=56 * 4, values_offset=256,
-                              index_offset=256 + 2 * 264 * 128 * 128 * 4,
-                              nbytes=256 + 2 * 2 * 264 * 128 * 128 * 4)
-    assert stream_work(56, 3000, 132, shape, 4, False, (56, shape)).nbytes == work.index_offset
+    work = stream_work(56, 3000, 132, shape, 4, True, 224, 264)
+    assert work == StreamWork(grid=264, counter_bytes=56 * 4, values_offset=256,
+                              index_offset=256 + 2 * 264 * 128 * 128 * 4, nbytes=256 + 2 * 2 * 264 * 128 * 128 * 4)
+    assert stream_work(56, 3000, 132, shape, 4, False, 224, 264).nbytes == work.index_offset
+
+
+def test_stream_k_only_where_the_square_family_leaves_slots_empty_or_takes_waves():
+    """One wave of tiles or less, at least 8 slices a block, and the square family under 90% of one wave's slots
+    or over one wave."""
+    shape = TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)
+    assert stream_work(56, 3000, 132, shape, 4, False, 256, 264) is None  # K slices fill the slots already
+    assert stream_work(56, 3000, 132, shape, 4, False, 392, 132) is not None  # in 3 waves
+    assert stream_work(265, 3000, 132, shape, 4, False, 265, 264) is None  # more tiles than one wave
+    assert stream_work(56, 1024, 132, shape, 4, False, 56, 264) is None  # 6.8 slices a block
+    assert stream_work(56, 1300, 132, shape, 4, False, 56, 264) is not None  # 8.7

@@ -179,74 +179,61 @@ def _sliced_time(tiles: int, k: int, slots: int, splits: int) -> float:
 
 
 class StreamWork(NamedTuple):
-    """A stream-K launch (pipelined.cuh): its grid, the tiles it runs one block each, and its workspace.
+    """A stream-K launch (pipelined.cuh): its grid, and its workspace.
 
-    The workspace starts with one int32 counter per stream-K tile, which must
-    be zero at the launch (``counter_bytes`` of it); two partial tiles per
-    block follow at ``values_offset``, and their argmaxes at ``index_offset``
-    (if any): ``nbytes`` in all.
+    The workspace starts with one int32 counter per tile, which must be zero
+    at the launch (``counter_bytes`` of it); two partial tiles per block
+    follow at ``values_offset``, and their argmaxes at ``index_offset`` (if
+    any): ``nbytes`` in all.
     """
 
     grid: int
-    dp_tiles: int
     counter_bytes: int
     values_offset: int
     index_offset: int
     nbytes: int
 
     @property
-    def scalars(self) -> tuple[int, int, int]:
+    def scalars(self) -> tuple[int, int]:
         """The stream kernel's scalars after a forward's."""
-        return self.dp_tiles, self.values_offset, self.index_offset
+        return self.values_offset, self.index_offset
 
 
 def stream_work(tiles: int, k: int, sms: int, shape: TileShape, itemsize: int, argmax: bool,
-                tiled: "tuple[int, TileShape]") -> StreamWork | None:
-    """The stream-K launch of a product of ``tiles`` tiles of ``shape``, or None where whole tiles do as well.
+                square_blocks: int, square_slots: int) -> StreamWork | None:
+    """The stream-K launch of a product of ``tiles`` tiles of ``shape``, or None where the square family does as well.
 
-    The last one or two waves' worth of tiles are stream-K'd, the waves
-    before them run one block per tile, as in the square family.  Taken
-    where the modelled time (``_streamed_time``) is at most ``_STREAM_GAIN``
-    of the square family's (``tiled``: its tiles and shape), for products of
-    at least two slices each and fewer than ``_SPLIT_WAVES`` waves.
+    Stream-K shares every tile's slices out evenly over one wave of blocks,
+    so it fills the SMs whatever the tile count; its price is the partial
+    tiles' store and merge, and a main loop a few percent slower
+    (benchmarks/stream_k.py).  It is taken where the output's tiles fit in
+    one wave, each block gets at least ``_STREAM_MIN_SLICES`` slices, and the
+    square family's blocks, K slices included (``square_blocks`` for
+    ``square_slots`` resident at once), would leave over ``1 -
+    _SQUARE_FILLED`` of a wave's slots empty or take more than one wave
+    (each of which pays a block's fixed costs again): 1000×3000×777's 56
+    tiles of 128×128 in 4 K slices fill 224 of 264 slots; its argmax's, of
+    one block an SM, take 3 waves of 7 slices.
     """
     slots = sms * shape.min_blocks
-    k_tiles = -(-k // shape.bk)
-    if k_tiles < 2 or tiles >= _SPLIT_WAVES * slots:
+    slices = tiles * -(-k // shape.bk)
+    square_waves = -(-square_blocks // square_slots)
+    if (tiles > slots or slices < _STREAM_MIN_SLICES * slots or slices >= 2**31
+            or (square_waves == 1 and square_blocks >= _SQUARE_FILLED * square_slots)):
         return None
-    dp_tiles = max(0, tiles // slots - 1) * slots
-    if (tiles - dp_tiles) * k_tiles >= 2**31:  # the kernel counts its slices in 32 bits
-        return None
-    if _streamed_time(tiles, dp_tiles, k, slots, shape) > _STREAM_GAIN * _tiled_time(*tiled, k, sms):
-        return None
-    counter_bytes = (tiles - dp_tiles) * 4
+    counter_bytes = tiles * 4
     partials = 2 * slots * shape.bm * shape.bn
     values_offset = aligned(counter_bytes)
     index_offset = aligned(values_offset + partials * itemsize)
-    return StreamWork(slots, dp_tiles, counter_bytes, values_offset, index_offset,
-                      index_offset + (partials * 4 if argmax else 0))
+    return StreamWork(slots, counter_bytes, values_offset, index_offset, index_offset + (partials * 4 if argmax else 0))
 
 
-#: Stream-K is taken where its modelled time is at most this share of the square family's: near that, whole
-#: tiles are as fast, and a product's kernel may already be compiled.
-_STREAM_GAIN = 0.95
-
-
-def _tiled_time(tiles: int, shape: TileShape, k: int, sms: int) -> float:
-    """One block per tile: whole waves, each as long as a tile's k steps and a block's fixed cost.
-
-    Times are in k steps of one output, per SM: a wave's k step computes
-    its blocks' outputs, so tiles of different shapes compare.
-    """
-    slots = sms * shape.min_blocks
-    return -(-tiles // slots) * (k + _BLOCK_K) * slots * shape.bm * shape.bn / sms
-
-
-def _streamed_time(tiles: int, dp_tiles: int, k: int, slots: int, shape: TileShape) -> float:
-    """The waves of whole tiles, then an even share of the rest's k steps, a block's fixed cost, and the
-    partials' store and merge (taken as another)."""
-    steps = (dp_tiles // slots) * (k + _BLOCK_K) + (tiles - dp_tiles) * k / slots + 2 * _BLOCK_K
-    return steps * shape.bm * shape.bn * shape.min_blocks
+#: Stream-K's conditions (``stream_work``), from benchmarks/stream_k.py on an H200: where the square family's K
+#: slices filled 256 of 264 slots in one wave (1024³, 1024×4096×1024) stream-K ran 3-6% slower; at 224 of 264
+#: (1000×3000×777) 17% faster, and 10% faster than its argmax's 3 waves; with one and a half waves of whole tiles
+#: (3000×1000×2047) 5% slower.  A block's slices on average, at least: its fixed costs stay small.
+_SQUARE_FILLED = 0.9
+_STREAM_MIN_SLICES = 8
 
 
 def aligned(nbytes: int) -> int:
@@ -298,15 +285,16 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         spec = make_spec(op, semiring, dtype, a_layout=spec.a_layout, b_layout=spec.b_layout, tile=tile)
     shape = tile_shape(spec)
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
+    splits = k_splits(tiles, k, sms, _blocks_per_sm(shape, tile)) if may_split else 1
     work = None
     if may_split and tile == "square":
         stream = make_spec(op, semiring, dtype, a_layout=spec.a_layout, b_layout=spec.b_layout, tile="stream")
         stream_shape = tile_shape(stream)
         if shared_limit is None or dynamic_shared_bytes(stream) <= shared_limit:
             work = stream_work(-(-m // stream_shape.bm) * -(-n // stream_shape.bn) * batches, k, sms, stream_shape,
-                               np.dtype(dtype).itemsize, argmax, (tiles, shape))
+                               np.dtype(dtype).itemsize, argmax, tiles * splits, sms * shape.min_blocks)
         if work is not None:
-            spec, shape = stream, stream_shape
+            spec, shape, splits = stream, stream_shape, 1
     scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())
     per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
     scratch_bytes = 0 if work is None else work.nbytes
@@ -329,7 +317,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     return ForwardPlan(
         product=product, resolve=resolve, baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
         swap_operands=transpose,
-        splits=k_splits(tiles, k, sms, _blocks_per_sm(shape, tile)) if may_split and work is None else 1,
+        splits=splits,
         b_copy=b_copy, scratch_bytes=scratch_bytes, work=work,
     )
 
