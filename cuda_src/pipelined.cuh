@@ -534,10 +534,9 @@ struct PipelinedKernel {
     __device__ i64 slot(i64 b, i64 u, i64 k_tiles) const { return (2 * b + (first(b) / k_tiles != u)) * PER_TILE; }
   };
 
-  // A partial of stream-K tile u into the workspace; the tile's last contributor to finish then ⊕s every
-  // contributor's partial and stores the tile (merge).
-  __device__ static void merge_partial(const Output& out, const Stream& w, i64 u, i64 k_tiles, const Place& at,
-                                       const T (&acc)[TM][TN], const int (&idx)[TM][TN]) {
+  // A partial of stream-K tile u into the workspace; whether this block was the tile's last contributor to
+  // finish, in which case acc and idx hold the whole tile's ⊕ and argmax on return (merge).
+  __device__ static bool merge_partial(const Stream& w, i64 u, i64 k_tiles, T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     T* values = reinterpret_cast<T*>(w.work + w.values_offset);
     int* indices = reinterpret_cast<int*>(w.work + w.index_offset);
     const i64 lo = w.owner(u * k_tiles), hi = w.owner((u + 1) * k_tiles - 1);
@@ -552,18 +551,25 @@ struct PipelinedKernel {
     __threadfence();  // the partial is visible to the device before the counter says so
     __syncthreads();
     int* counter = reinterpret_cast<int*>(w.work) + u;
-    if (__syncthreads_or(threadIdx.x == 0 && atomicAdd(counter, 1) == (int)(hi - lo))) {
-      __threadfence();
-      // Tile u is the first tile of every contributor but lo, whose share may start in an earlier tile.
-      merge(out, at, values, indices, w.slot(lo, u, k_tiles), lo, hi);
-    }
+    if (!__syncthreads_or(threadIdx.x == 0 && atomicAdd(counter, 1) == (int)(hi - lo))) return false;
+    __threadfence();
+    // Tile u is the first tile of every contributor but lo, whose share may start in an earlier tile.
+    merge(values, indices, w.slot(lo, u, k_tiles) + threadIdx.x, lo, hi, mine);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        acc[i][j] = values[mine + (i * TN + j) * THREADS];
+        if constexpr (ARGMAX) idx[i][j] = indices[mine + (i * TN + j) * THREADS];
+      }
+    return true;
   }
 
-  // The ⊕ of contributors lo .. hi's partials of a tile, in k order as fold_slice folds a tile's slices,
-  // stored.  Not inlined: its registers (a partial's values loaded with no dependence between them, so
-  // that they are in flight together) are its own, and the main loop's allocation is the square kernel's.
-  __device__ __noinline__ static void merge(Output out, Place at, const T* values, const int* indices, i64 lo_slot,
-                                            i64 lo, i64 hi) {
+  // The ⊕ of contributors lo .. hi's partials of a tile (this thread's values of them), in k order as
+  // fold_slice folds a tile's slices, into the partial at `into`.  Not inlined: its registers (a
+  // partial's values loaded with no dependence between them, so that they are in flight together) are
+  // its own, and the main loop's allocation is the square kernel's.
+  __device__ __noinline__ static void merge(T* values, int* indices, i64 lo_at, i64 lo, i64 hi, i64 into) {
     T acc[TM][TN];
     int idx[TM][TN];
 #pragma unroll
@@ -574,7 +580,7 @@ struct PipelinedKernel {
         idx[i][j] = -1;
       }
     for (i64 b = lo; b <= hi; ++b) {
-      const i64 from = (b == lo ? lo_slot : 2 * b * Stream::PER_TILE) + threadIdx.x;
+      const i64 from = b == lo ? lo_at : 2 * b * Stream::PER_TILE + threadIdx.x;
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -587,7 +593,13 @@ struct PipelinedKernel {
           acc[i][j] = SR::template add<T>(acc[i][j], v);
         }
     }
-    store(out, at, threadIdx.x / (BN / TN), threadIdx.x % (BN / TN), acc, idx);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        values[into + (i * TN + j) * THREADS] = acc[i][j];
+        if constexpr (ARGMAX) indices[into + (i * TN + j) * THREADS] = idx[i][j];
+      }
   }
 
   __device__ static Problem problem(const T* A, const T* B, T* C, int* IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk,
@@ -639,9 +651,9 @@ struct PipelinedKernel {
       T acc[TM][TN];
       int idx[TM][TN];
       accumulate(s, p, at, kt0, kt1, ty, tx, acc, idx);
-      if (whole) store(p.out, at, ty, tx, acc, idx);
-      else merge_partial(p.out, Stream{WORK, iters, values_offset, index_offset}, (next - 1) / p.k_tiles, p.k_tiles,
-                         at, acc, idx);
+      if (whole || merge_partial(Stream{WORK, iters, values_offset, index_offset}, (next - 1) / p.k_tiles, p.k_tiles,
+                                 acc, idx))
+        store(p.out, at, ty, tx, acc, idx);
     }
   }
 };
