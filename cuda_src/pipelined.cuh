@@ -430,6 +430,17 @@ struct PipelinedKernel {
     return Place{batch, (first_row + in_group % rows_here) * BM, (in_group / rows_here) * BN};
   }
 
+  // acc from the zero, and idx without a winner.
+  __device__ static void clear(T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        acc[i][j] = SR::template zero<T>();
+        idx[i][j] = -1;
+      }
+  }
+
   // Slices kt0 .. kt1 - 1 of the output tile at `at` into acc and idx, from the zero.
   __device__ static void accumulate(Smem& s, const Problem& p, const Place& at, i64 kt0, i64 kt1, int ty, int tx,
                                     T (&acc)[TM][TN], int (&idx)[TM][TN]) {
@@ -451,14 +462,7 @@ struct PipelinedKernel {
       }
       copies_issued();
     };
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        acc[i][j] = SR::template zero<T>();
-        idx[i][j] = -1;
-      }
-
+    clear(acc, idx);
 #pragma unroll
     for (int d = 0; d < STAGES - 1; ++d) stage(kt0 + d);
     for (i64 kt = kt0; kt < kt1; ++kt) {
@@ -541,13 +545,7 @@ struct PipelinedKernel {
     int* indices = reinterpret_cast<int*>(w.work + w.index_offset);
     const i64 lo = w.owner(u * k_tiles), hi = w.owner((u + 1) * k_tiles - 1);
     const i64 mine = w.slot(blockIdx.x, u, k_tiles) + threadIdx.x;
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        values[mine + (i * TN + j) * THREADS] = acc[i][j];
-        if constexpr (ARGMAX) indices[mine + (i * TN + j) * THREADS] = idx[i][j];
-      }
+    put_partial(values, indices, mine, acc, idx);
     __threadfence();  // the partial is visible to the device before the counter says so
     __syncthreads();
     int* counter = reinterpret_cast<int*>(w.work) + u;
@@ -565,6 +563,18 @@ struct PipelinedKernel {
     return true;
   }
 
+  // This thread's values of a partial tile in the workspace, from `at` on (strided by THREADS).
+  __device__ static void put_partial(T* values, int* indices, i64 at, const T (&acc)[TM][TN],
+                                     const int (&idx)[TM][TN]) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        values[at + (i * TN + j) * THREADS] = acc[i][j];
+        if constexpr (ARGMAX) indices[at + (i * TN + j) * THREADS] = idx[i][j];
+      }
+  }
+
   // The ⊕ of contributors lo .. hi's partials of a tile (this thread's values of them), in k order as
   // fold_slice folds a tile's slices, into the partial at `into`.  Not inlined: its registers (a
   // partial's values loaded with no dependence between them, so that they are in flight together) are
@@ -572,13 +582,7 @@ struct PipelinedKernel {
   __device__ __noinline__ static void merge(T* values, int* indices, i64 lo_at, i64 lo, i64 hi, i64 into) {
     T acc[TM][TN];
     int idx[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        acc[i][j] = SR::template zero<T>();
-        idx[i][j] = -1;
-      }
+    clear(acc, idx);
     for (i64 b = lo; b <= hi; ++b) {
       const i64 from = b == lo ? lo_at : 2 * b * Stream::PER_TILE + threadIdx.x;
 #pragma unroll
@@ -593,13 +597,7 @@ struct PipelinedKernel {
           acc[i][j] = SR::template add<T>(acc[i][j], v);
         }
     }
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        values[into + (i * TN + j) * THREADS] = acc[i][j];
-        if constexpr (ARGMAX) indices[into + (i * TN + j) * THREADS] = idx[i][j];
-      }
+    put_partial(values, indices, into, acc, idx);
   }
 
   __device__ static Problem problem(const T* A, const T* B, T* C, int* IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk,

@@ -23,10 +23,9 @@ import host_cuda
 import tropical_gemm as tg
 from tropical_gemm.engines.cuda.plan import plan_forward
 from tropical_gemm.jit import source
-from tropical_gemm.jit.source import TileShape, fragment, header_sources, tile_shape
+from tropical_gemm.jit.source import TileShape, fragment, tile_shape
 
 _HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "pipelined.cuh")
-_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _LAUNCH = r"""
 extern "C" void launch_forward(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
                                const long long* s) {
@@ -48,18 +47,7 @@ def fresh_plans():
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory):
     """Each spec's host build, built on first use."""
-    folder, built = tmp_path_factory.mktemp("pipelined"), {}
-
-    def get(spec):
-        rendered = fragment(spec)  # keyed by the text: the tests that swap a tile shape keep the spec
-        if rendered not in built:
-            headers = "".join(text + "\n" for name, text in header_sources() if name in _HEADERS)
-            program = (host_cuda.SHIM + headers + rendered.replace(spec.name, "forward")
-                       + f"typedef {_C_TYPES[spec.dtype]} T_;\n" + host_cuda.LAUNCH + _LAUNCH)
-            built[rendered] = host_cuda.build_library(program, folder / f"{spec.name}_{len(built)}")
-        return built[rendered]
-
-    return get
+    return host_cuda.forward_builder(tmp_path_factory.mktemp("pipelined"), _HEADERS, _LAUNCH)
 
 
 def host_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool = False):

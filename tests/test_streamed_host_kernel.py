@@ -21,11 +21,10 @@ import host_cuda
 import tropical_gemm as tg
 from tropical_gemm.engines.cuda.plan import StreamWork, plan_forward, stream_work
 from tropical_gemm.jit import source
-from tropical_gemm.jit.source import TileShape, fragment, header_sources, tile_shape
+from tropical_gemm.jit.source import TileShape, tile_shape
 from test_pipelined_host_kernel import ALL_LAYOUTS, operand
 
 _HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "pipelined.cuh")
-_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _LAUNCH = r"""
 extern "C" void launch_streamed(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
                                 unsigned char* WORK, const long long* s) {
@@ -34,7 +33,8 @@ extern "C" void launch_streamed(long long grid, long long block, const void* A, 
                                     s[17], s[18], s[19]); });
 }
 """
-#: Small tiles, so that host-sized products have several waves of tiles and many slices.
+_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
+#: Small tiles, so that host-sized products have several tiles and many slices.
 _SHAPES = {4: TileShape(32, 32, 8, 4, 4, min_blocks=2, stages=3), 8: TileShape(32, 32, 8, 4, 4, min_blocks=2, stages=2)}
 
 
@@ -47,7 +47,7 @@ def small_stream_tiles(monkeypatch):
     for key in list(source._STREAM_FALLBACK):
         monkeypatch.setitem(source._STREAM_FALLBACK, key, _SHAPES[key[1]])
     for family, dtype, op in list(source.TILE_SHAPES):  # the register-staged square tiles the planner weighs
-        if family == "square" and dtype in _C_TYPES:
+        if family == "square" and dtype in _SHAPE_DTYPES:
             monkeypatch.setitem(source.TILE_SHAPES, (family, dtype, op), _SHAPES[np.dtype(dtype).itemsize])
     plan_forward.cache_clear()
     yield
@@ -56,18 +56,8 @@ def small_stream_tiles(monkeypatch):
 
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory):
-    folder, built = tmp_path_factory.mktemp("streamed"), {}
-
-    def get(spec):
-        rendered = fragment(spec)
-        if rendered not in built:
-            headers = "".join(text + "\n" for name, text in header_sources() if name in _HEADERS)
-            program = (host_cuda.SHIM + headers + rendered.replace(spec.name, "forward")
-                       + f"typedef {_C_TYPES[spec.dtype]} T_;\n" + host_cuda.LAUNCH + _LAUNCH)
-            built[rendered] = host_cuda.build_library(program, folder / f"{spec.name}_{len(built)}")
-        return built[rendered]
-
-    return get
+    """Each spec's host build, built on first use."""
+    return host_cuda.forward_builder(tmp_path_factory.mktemp("streamed"), _HEADERS, _LAUNCH)
 
 
 def streamed_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, sms: int, argmax: bool = False):
