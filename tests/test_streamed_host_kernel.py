@@ -22,7 +22,7 @@ import tropical_gemm as tg
 from tropical_gemm.engines.cuda.plan import StreamWork, plan_forward, stream_work
 from tropical_gemm.jit import source
 from tropical_gemm.jit.source import TileShape, tile_shape
-from test_pipelined_host_kernel import ALL_LAYOUTS, operand
+from test_pipelined_host_kernel import ALL_LAYOUTS, fresh_plans, operand  # noqa: F401 (a fixture)
 
 _HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "pipelined.cuh")
 _LAUNCH = r"""
@@ -39,8 +39,8 @@ _SHAPES = {4: TileShape(32, 32, 8, 4, 4, min_blocks=2, stages=3), 8: TileShape(3
 
 
 @pytest.fixture(autouse=True)
-def small_stream_tiles(monkeypatch):
-    """Every square and stream tile small; plans cached by shape start afresh."""
+def small_stream_tiles(monkeypatch, fresh_plans):
+    """Every square and stream tile small (for plans made afresh: ``fresh_plans``)."""
     for table in (source.PIPELINED_SHAPES, source.PIPELINED_EXACT_SHAPES):
         for key in list(table):
             monkeypatch.setitem(table, key, _SHAPES[np.dtype(key[1]).itemsize])
@@ -49,9 +49,6 @@ def small_stream_tiles(monkeypatch):
     for family, dtype, op in list(source.TILE_SHAPES):  # the register-staged square tiles the planner weighs
         if family == "square" and dtype in _SHAPE_DTYPES:
             monkeypatch.setitem(source.TILE_SHAPES, (family, dtype, op), _SHAPES[np.dtype(dtype).itemsize])
-    plan_forward.cache_clear()
-    yield
-    plan_forward.cache_clear()
 
 
 @pytest.fixture(scope="module")
