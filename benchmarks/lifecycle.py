@@ -13,7 +13,8 @@ run.  Second runs also time one more identical call on the GPU's clock (for
 torch, the forward alone): the tuned kernel at work.
 
 The stories are ``startup.py``'s (``max_plus`` on cupy, torch forward and
-backward) and wider ones: larger and float64 ``max_plus``; ``and_or``'s plain
+backward) and wider ones: larger and float64 ``max_plus``; the argmax of
+1000×3000×777, which runs as stream-K (the stream family); ``and_or``'s plain
 product on random bools (density 0.5), on tensor cores on sm_80 and later;
 an ``and_or`` einsum, the triangle ``ij,jk,ki->i`` of three 2048² bool
 operands (a product, then a batched one on a transposed operand); and the
@@ -94,6 +95,16 @@ def _truths(rng: "np.random.Generator", story: Story, count: int = 2) -> list:
     return [rng.random((story.size, story.size)) < 0.5 for _ in range(count)]
 
 
+def _odd_integers(rng: "np.random.Generator", story: Story) -> list:
+    """1000×3000 and 3000×777 operands (``ODD``), integers in [-1000, 1000): a product that takes stream-K."""
+    m, k, n = ODD
+    return [rng.integers(-1000, 1000, shape).astype(story.dtype) for shape in ((m, k), (k, n))]
+
+
+#: The odd product's M, K, N (issue 32's): its tiles fill under a wave of the GPU, so it runs as stream-K.
+ODD = (1000, 3000, 777)
+
+
 def _triangle_truths(rng: "np.random.Generator", story: Story) -> list:
     return _truths(rng, story, TRIANGLE.count(",") + 1)
 
@@ -133,6 +144,7 @@ def _count_max_plus(tg: ModuleType, story: Story, x: list) -> object:
 #: call -> what the story's script does.
 CALLS: dict[str, Call] = {
     "max_plus": Call(_integers, _max_plus),
+    "max_plus 1000×3000×777": Call(_odd_integers, _max_plus),
     "torch max_plus, forward + backward": Call(_integers, _torch_forward_backward, _torch_forward),
     "and_or": Call(_truths, _and_or),
     "and_or einsum": Call(_triangle_truths, _and_or_einsum),
@@ -149,6 +161,8 @@ STORIES: dict[str, Story] = {
     **{name: _from_startup(*row) for name, row in startup.STORIES.items()},
     "cupy f32 max_plus 4096³": Story("cupy", "float32", 4096, False, "max_plus"),
     "cupy f64 max_plus 1024³": Story("cupy", "float64", 1024, False, "max_plus"),
+    "cupy f32 max_plus 1000×3000×777 (stream-K), argmax": Story("cupy", "float32", 1000, True,
+                                                                "max_plus 1000×3000×777"),
     "torch f32 max_plus 4096³, forward + backward": _from_startup("torch", "float32", 4096, True),
     "cupy and_or matmul 4096³": Story("cupy", "bool", 4096, False, "and_or"),
     "cupy and_or einsum": Story("cupy", "bool", 2048, False, "and_or einsum"),
