@@ -12,7 +12,8 @@
 //                  Semiring.winner_is_a: A wins ties, NaN loses);
 //   tiles.cuh      operand geometry (Batch, Vec16), the argmax slice record, the TileLoader;
 //   square.cuh     the register-staged forward kernel and argmax_resolve;
-//   pipelined.cuh  the square family's cp.async kernel, in dynamic shared memory;
+//   staged.cuh     cp.async copies and an operand's slice staged in dynamic shared memory;
+//   pipelined.cuh  the square family's cp.async kernel, and the stream family's (stream-K);
 //   skinny.cuh     the forward kernel for skinny products;
 //   thin.cuh       the forward kernel for thin products (short K, short side);
 //   backward.cuh   the gradient scatters;

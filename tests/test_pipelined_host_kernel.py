@@ -25,7 +25,7 @@ from tropical_gemm.engines.cuda.plan import plan_forward
 from tropical_gemm.jit import source
 from tropical_gemm.jit.source import TileShape, fragment, tile_shape
 
-_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "pipelined.cuh")
+_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "staged.cuh", "pipelined.cuh")
 _LAUNCH = r"""
 extern "C" void launch_forward(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
                                const long long* s) {

@@ -24,7 +24,7 @@ from tropical_gemm.jit import source
 from tropical_gemm.jit.source import TileShape, tile_shape
 from test_pipelined_host_kernel import ALL_LAYOUTS, fresh_plans, operand  # noqa: F401 (a fixture)
 
-_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "pipelined.cuh")
+_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "staged.cuh", "pipelined.cuh")
 _LAUNCH = r"""
 extern "C" void launch_streamed(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
                                 unsigned char* WORK, const long long* s) {

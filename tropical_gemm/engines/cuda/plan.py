@@ -230,8 +230,8 @@ def stream_work(tiles: int, k: int, sms: int, shape: TileShape, itemsize: int, a
 
 #: Stream-K's conditions (``stream_work``), from benchmarks/stream_k.py on an H200: where the square family's K
 #: slices filled 256 of 264 slots in one wave (1024³, 1024×4096×1024) stream-K ran 3-6% slower; at 224 of 264
-#: (1000×3000×777) 17% faster, and 10% faster than its argmax's 3 waves; with one and a half waves of whole tiles
-#: (3000×1000×2047) 5% slower.  A block's slices on average, at least: its fixed costs stay small.
+#: (1000×3000×777) 15-17% faster, and 10% faster than its argmax's 3 waves; with one and a half waves of whole
+#: tiles (3000×1000×2047) 5% slower.  A block's slices on average, at least: its fixed costs stay small.
 _SQUARE_FILLED = 0.9
 _STREAM_MIN_SLICES = 8
 
@@ -316,9 +316,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         product = Plan(spec, work.grid, shape.threads, scalars + work.scalars, shared_bytes=dynamic_shared_bytes(spec))
     return ForwardPlan(
         product=product, resolve=resolve, baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
-        swap_operands=transpose,
-        splits=splits,
-        b_copy=b_copy, scratch_bytes=scratch_bytes, work=work,
+        swap_operands=transpose, splits=splits, b_copy=b_copy, scratch_bytes=scratch_bytes, work=work,
     )
 
 

@@ -1,0 +1,228 @@
+// tropical_gemm: operands staged in shared memory by cp.async, for the
+// pipelined square kernel (pipelined.cuh): the block's dynamic shared memory,
+// the asynchronous copies, and one operand's slice as kept there.
+// Header map: preamble.cuh.
+
+namespace tg {
+
+// The block's dynamic shared memory, as large as the launch asked for (the host build of the tests
+// defines its own).
+#ifndef TG_HOST_BUILD
+__device__ __forceinline__ unsigned char* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char tg_dynamic_shared[];
+  return tg_dynamic_shared;
+}
+#endif
+
+// ------------------------------------------------------ asynchronous copies
+//
+// cp.async (sm_80 and later) moves global memory into shared memory without
+// passing through registers: a slice's copies are issued and the block goes on
+// computing the previous slice, with no registers held for the loads and no
+// stores to shared memory in the instruction stream.  Before sm_80 the same
+// calls copy synchronously, so the kernel is correct on every architecture.
+
+// BYTES (4, 8 or 16) from src to smem; with VALID < BYTES the rest is zero-filled (16-byte copies only).
+template <int BYTES>
+__device__ __forceinline__ void copy_async(void* smem, const void* src, int valid = BYTES) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned to = (unsigned)__cvta_generic_to_shared(smem);
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src), "r"(valid));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(src), "n"(BYTES));
+  }
+#else
+  if constexpr (BYTES == 16) {
+    const unsigned char* from = static_cast<const unsigned char*>(src);
+    unsigned char* into = static_cast<unsigned char*>(smem);
+    for (int i = 0; i < 16; ++i) into[i] = i < valid ? from[i] : 0;
+  } else if constexpr (BYTES == 8) {
+    *static_cast<unsigned long long*>(smem) = *static_cast<const unsigned long long*>(src);
+  } else {
+    *static_cast<unsigned*>(smem) = *static_cast<const unsigned*>(src);
+  }
+#endif
+}
+__device__ __forceinline__ void copies_issued() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Wait until at most PENDING groups of copies issued by this thread are in flight.
+template <int PENDING>
+__device__ __forceinline__ void copies_landed() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+#endif
+}
+
+// ------------------------------------------------------------ staged operand
+//
+// One operand's BK-deep slice in shared memory.  LINE_K: k is the operand's
+// contiguous axis (A row-major, B column-major), so the slice is kept as
+// [line][k] and a thread reads KG consecutive ks of one of its lines at once;
+// its TL lines are then LINES / TL apart, so that the 8 threads of a 16-byte
+// read phase read 8 consecutive rows, which the padding puts in distinct
+// banks.  Otherwise the slice is kept as [k][line], read V consecutive lines
+// of one k at once (V: 16 bytes of T), and a thread's TL lines are TL / V
+// runs of V, LINES / (TL / V) apart (the square kernel's row_of / col_of).
+// Rows are padded by V, which keeps 16-byte copies aligned.
+template <class T, bool LINE_K, int LINES, int BK, int TL, int THREADS, int KG>
+struct StagedOperand {
+  static constexpr int V = 16 / (int)sizeof(T);
+  static constexpr int RUNS = TL / V;
+  static constexpr int ROWS = LINE_K ? LINES : BK, COLS = LINE_K ? BK + V : LINES + V;
+  static constexpr int CHUNKS = LINES * BK / V;  // 16-byte copies per slice
+  static_assert(CHUNKS % THREADS == 0 && (LINES * BK) % THREADS == 0, "copies divide evenly over the block");
+  static_assert(KG * sizeof(T) == 8 || KG * sizeof(T) == 16, "a line's KG ks are one 8- or 16-byte read");
+  typedef T Tile[ROWS][COLS];
+
+  __device__ static int line_of(int i, int t) {
+    return LINE_K ? t + i * (LINES / TL) : (i / V) * (LINES / RUNS) + t * V + (i % V);
+  }
+
+  // Where this thread's copies of a slice start, set once per output tile: all 64-bit address arithmetic
+  // happens there, and each slice only bumps the pointer (the square kernel's TileLoader does the same).
+  // VEC: the contiguous axis has stride 1 and every V-run of it starts 16-byte aligned, so a copy moves V
+  // elements; else one.  Copy r of a thread is LINE_K: line `line + r * (THREADS / (BK / unit))`, ks `kk..`;
+  // otherwise: k `kk + r * (THREADS / (LINES / unit))`, lines `line..`.
+  struct Cursor {
+    const T* p;
+    i64 step, advance;
+    int line, kk, room;  // room: lines of the run left inside the operand (k-line), clamped to V
+    unsigned ok;         // bit r: copy r's line is inside the operand (LINE_K)
+    bool vec;
+  };
+  template <int UNIT>
+  __device__ static void aim(Cursor& c, const T* p, i64 line0, i64 lines, i64 ls, i64 ks) {
+    constexpr int PER = LINES * BK / UNIT / THREADS;
+    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+    c.line = LINE_K ? threadIdx.x / (BK / UNIT) : (threadIdx.x % (LINES / UNIT)) * UNIT;
+    c.kk = LINE_K ? (threadIdx.x % (BK / UNIT)) * UNIT : threadIdx.x / (LINES / UNIT);
+    c.p = p + (line0 + c.line) * ls + c.kk * ks;
+    c.step = (i64)RUN_STEP * (LINE_K ? ls : ks);
+    c.advance = (i64)BK * ks;
+    const i64 room = lines - (line0 + c.line);
+    c.room = room <= 0 ? 0 : (room < V ? (int)room : V);
+    c.ok = 0;
+#pragma unroll
+    for (int r = 0; r < PER; ++r) c.ok |= (unsigned)(LINE_K ? line0 + c.line + r * RUN_STEP < lines : room > 0) << r;
+  }
+  __device__ static void aim(Cursor& c, const T* p, i64 line0, i64 lines, i64 ls, i64 ks, bool vec) {
+    c.vec = vec;
+    if (vec) aim<V>(c, p, line0, lines, ls, ks);
+    else aim<1>(c, p, line0, lines, ls, ks);
+  }
+
+  // CHECK_K: the slice is the last, with k_left (< BK) ks in the operand; ks past them are not copied.
+  // The copies of one element each (operands not 16-byte aligned) stay a loop: unrolled, their code was
+  // near half of a kernel's compile.
+  template <int UNIT, bool CHECK_K>
+  __device__ static void copy(Tile& s, const Cursor& c, int k_left) {
+    constexpr int PER = LINES * BK / UNIT / THREADS;
+    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+    constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
+#pragma unroll UNROLLED
+    for (int r = 0; r < PER; ++r) {
+      const int line = LINE_K ? c.line + r * RUN_STEP : c.line, kk = LINE_K ? c.kk : c.kk + r * RUN_STEP;
+      const int left = k_left - kk;
+      T* to = LINE_K ? &s[line][kk] : &s[kk][line];
+      if (((c.ok >> r) & 1) && (!CHECK_K || left > 0)) {
+        if constexpr (UNIT == 1) {
+          copy_async<sizeof(T)>(to, c.p + r * c.step);
+        } else {
+          const int run = LINE_K ? (CHECK_K && left < V ? left : V) : c.room;
+          copy_async<16>(to, c.p + r * c.step, run * (int)sizeof(T));
+        }
+      }
+    }
+  }
+  // Whether the values this thread copied into s (as copy<UNIT, CHECK_K> did) are all tame: the exact
+  // integer path's check.  Every staged value is some thread's copy, so the block's OR of the answers
+  // covers the slice; a thread's own cp.async copies are visible to it once copies_landed has returned.
+  template <class SR, int UNIT, bool CHECK_K>
+  __device__ static bool copies_tame(const Tile& s, const Cursor& c, int k_left) {
+    constexpr int PER = LINES * BK / UNIT / THREADS;
+    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+    constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
+    bool tame = true;
+#pragma unroll UNROLLED
+    for (int r = 0; r < PER; ++r) {
+      const int line = LINE_K ? c.line + r * RUN_STEP : c.line, kk = LINE_K ? c.kk : c.kk + r * RUN_STEP;
+      const T* at = LINE_K ? &s[line][kk] : &s[kk][line];
+      if (((c.ok >> r) & 1) && (!CHECK_K || k_left - kk > 0)) {
+        if constexpr (UNIT == 1) {
+          tame &= SR::tame(*at);
+        } else {
+          const Vec16<T> q = *reinterpret_cast<const Vec16<T>*>(at);  // a partial run's rest is zero-filled
+#pragma unroll
+          for (int v = 0; v < V; ++v) tame &= SR::tame(q.v[v]);
+        }
+      }
+    }
+    return tame;
+  }
+  template <class SR>
+  __device__ static bool copies_tame(const Tile& s, const Cursor& c, i64 k_left) {
+    if (k_left >= BK) return c.vec ? copies_tame<SR, V, false>(s, c, BK) : copies_tame<SR, 1, false>(s, c, BK);
+    return c.vec ? copies_tame<SR, V, true>(s, c, (int)k_left) : copies_tame<SR, 1, true>(s, c, (int)k_left);
+  }
+
+  // One value of the slice, by its line and k.
+  __device__ static T at(const Tile& s, int line, int kk) { return LINE_K ? s[line][kk] : s[kk][line]; }
+
+  // The cursor's slice into s (k_left: the operand's ks from the slice's first), then the cursor onto the
+  // next slice.
+  __device__ static void copy(Tile& s, Cursor& c, i64 k_left) {
+    if (k_left >= BK) {
+      if (c.vec) copy<V, false>(s, c, BK);
+      else copy<1, false>(s, c, BK);
+    } else {
+      if (c.vec) copy<V, true>(s, c, (int)k_left);
+      else copy<1, true>(s, c, (int)k_left);
+    }
+    c.p += c.advance;
+  }
+
+  // This thread's values of ks g*KG .. g*KG + KG - 1 (LINE_K), or of k step kk (otherwise).
+  __device__ static void group(const Tile& s, int g, int t, T (&out)[TL][KG]) {
+#pragma unroll
+    for (int i = 0; i < TL; ++i) {
+      if constexpr (KG * sizeof(T) == 16) {
+        const Vec16<T> q = *reinterpret_cast<const Vec16<T>*>(&s[line_of(i, t)][g * KG]);
+#pragma unroll
+        for (int v = 0; v < KG; ++v) out[i][v] = q.v[v];
+      } else {
+        const Vec8<T> q = *reinterpret_cast<const Vec8<T>*>(&s[line_of(i, t)][g * KG]);
+#pragma unroll
+        for (int v = 0; v < KG; ++v) out[i][v] = q.v[v];
+      }
+    }
+  }
+  __device__ static void step(const Tile& s, int kk, int t, T (&out)[TL]) {
+#pragma unroll
+    for (int run = 0; run < RUNS; ++run) {
+      if constexpr (LINE_K) {
+#pragma unroll
+        for (int x = 0; x < V; ++x) out[run * V + x] = s[line_of(run * V + x, t)][kk];
+      } else {
+        const Vec16<T> q = *reinterpret_cast<const Vec16<T>*>(&s[kk][run * (LINES / RUNS) + t * V]);
+#pragma unroll
+        for (int x = 0; x < V; ++x) out[run * V + x] = q.v[x];
+      }
+    }
+  }
+};
+
+// Whether an operand's slices can move 16 bytes a copy: unit stride along its contiguous axis, and the
+// base, the other stride and the batch strides all multiples of 16 bytes.
+template <class T>
+__device__ __forceinline__ bool runs_aligned(const T* p, i64 contiguous_stride, i64 other_stride, i64 s0, i64 s1,
+                                             i64 s2) {
+  constexpr i64 V = 16 / sizeof(T);
+  return contiguous_stride == 1 && ((unsigned long long)p % 16) == 0 && other_stride % V == 0 && s0 % V == 0 &&
+         s1 % V == 0 && s2 % V == 0;
+}
+
+}  // namespace tg
