@@ -77,17 +77,18 @@ def streamed_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, 
     return c, idx, plan
 
 
-@pytest.mark.parametrize("dtype,semiring,m,k,n,sms", [
-    ("float32", "max_plus", 150, 301, 30, 3),   # 5 tiles on 6 slots: each cut
-    ("float32", "max_plus", 100, 97, 130, 12),  # 20 tiles on 24 slots, a ragged last slice
-    ("float32", "min_plus", 33, 1100, 31, 5),   # 2 tiles on 10 slots: 5 contributors a tile
-    ("float64", "max_times", 70, 200, 70, 6),
-    ("int32", "max_min", 61, 600, 97, 5),
-    ("int64", "min_max", 35, 90, 70, 4)])
-def test_stream_k_matches_the_cpu_engine(host_kernels, dtype, semiring, m, k, n, sms):
-    """Every layout, aligned operands and not, with ±inf and NaN or the integer extremes."""
+@pytest.mark.parametrize("dtype,semiring,m,k,n,sms,layouts", [
+    ("float32", "max_plus", 150, 301, 30, 3, ALL_LAYOUTS),        # 5 tiles on 6 slots: each cut
+    ("float32", "max_plus", 100, 97, 130, 12, ALL_LAYOUTS[::3]),  # 20 tiles on 24 slots, a ragged last slice
+    ("float32", "min_plus", 33, 1100, 31, 5, ALL_LAYOUTS[1:2]),   # 2 tiles on 10 slots: 5 contributors a tile
+    ("float64", "max_times", 70, 200, 70, 6, ALL_LAYOUTS[2:3]),
+    ("int32", "max_min", 61, 600, 97, 5, ALL_LAYOUTS[:1]),
+    ("int64", "min_max", 35, 90, 70, 4, ALL_LAYOUTS[3:])])
+def test_stream_k_matches_the_cpu_engine(host_kernels, dtype, semiring, m, k, n, sms, layouts):
+    """f32 max_plus in every layout, the other cases in one or two (each layout is a host build); aligned
+    operands and not, with ±inf and NaN or the integer extremes."""
     rng = np.random.default_rng(m * k + n)
-    for a_layout, b_layout in ALL_LAYOUTS:
+    for a_layout, b_layout in layouts:
         for offset in (0, 1):
             a = operand(rng, m, k, dtype, a_layout, offset)
             b = operand(rng, k, n, dtype, b_layout, offset)
