@@ -359,7 +359,7 @@ struct PipelinedKernel {
   // The ⊕ of contributors lo .. hi's partials of a tile (this thread's values of them), in k order as
   // fold_slice folds a tile's slices, into the partial at `into`.  Not inlined: its registers (a
   // partial's values loaded with no dependence between them, so that they are in flight together) are
-  // its own, and the main loop's allocation is the square kernel's.
+  // its own, and the main loop's are not spent on it.
   __device__ __noinline__ static void merge(T* values, int* indices, i64 lo_at, i64 lo, i64 hi, i64 into) {
     T acc[TM][TN];
     int idx[TM][TN];
