@@ -97,7 +97,8 @@ def build_library(source: str, path: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
-_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+#: The C type of each dtype the forward kernels take.
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 
 
 def forward_builder(folder: Path, headers: tuple[str, ...], launcher: str):
@@ -112,7 +113,7 @@ def forward_builder(folder: Path, headers: tuple[str, ...], launcher: str):
         rendered = fragment(spec)
         if rendered not in built:
             text = "".join(body + "\n" for name, body in header_sources() if name in headers)
-            program = (SHIM + text + rendered.replace(spec.name, "forward") + f"typedef {_C_TYPES[spec.dtype]} T_;\n"
+            program = (SHIM + text + rendered.replace(spec.name, "forward") + f"typedef {C_TYPES[spec.dtype]} T_;\n"
                        + LAUNCH + launcher)
             built[rendered] = build_library(program, folder / f"{spec.name}_{len(built)}")
         return built[rendered]

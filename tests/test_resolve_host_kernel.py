@@ -22,7 +22,6 @@ from tropical_gemm.jit import make_spec
 from tropical_gemm.jit.source import fragment, header_sources
 
 _HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh")
-_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _LAUNCH = r"""
 extern "C" void launch_resolve(long long grid, long long block, const void* A, const void* B, const void* C,
                                int* IDX, const long long* s, int depth) {
@@ -42,7 +41,7 @@ def host_resolve(tmp_path_factory):
         if spec not in built:
             headers = "".join(text + "\n" for name, text in header_sources() if name in _HEADERS)
             program = (host_cuda.SHIM + headers + fragment(spec).replace(spec.name, "resolve")
-                       + f"typedef {_C_TYPES[dtype]} T_;\n" + host_cuda.LAUNCH + _LAUNCH)
+                       + f"typedef {host_cuda.C_TYPES[dtype]} T_;\n" + host_cuda.LAUNCH + _LAUNCH)
             built[spec] = host_cuda.build_library(program, folder / spec.name)
         return built[spec]
 

@@ -33,7 +33,6 @@ extern "C" void launch_streamed(long long grid, long long block, const void* A, 
                                     s[17], s[18], s[19]); });
 }
 """
-_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
 #: Small tiles, so that host-sized products have several tiles and many slices.
 _SHAPES = {4: TileShape(32, 32, 8, 4, 4, min_blocks=2, stages=3), 8: TileShape(32, 32, 8, 4, 4, min_blocks=2, stages=2)}
 
@@ -47,7 +46,7 @@ def small_stream_tiles(monkeypatch, fresh_plans):
     for key in list(source._STREAM_FALLBACK):
         monkeypatch.setitem(source._STREAM_FALLBACK, key, _SHAPES[key[1]])
     for family, dtype, op in list(source.TILE_SHAPES):  # the register-staged square tiles the planner weighs
-        if family == "square" and dtype in _SHAPE_DTYPES:
+        if family == "square" and dtype in host_cuda.C_TYPES:
             monkeypatch.setitem(source.TILE_SHAPES, (family, dtype, op), _SHAPES[np.dtype(dtype).itemsize])
 
 
