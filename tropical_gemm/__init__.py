@@ -14,6 +14,7 @@ from types import ModuleType
 from ._version import __version__
 from .api import matmul, matmul_backward
 from .dtypes import SUPPORTED_DTYPES
+from .graphs import graphed
 from .semirings import Semiring, counting_semirings, get_counting_semiring, get_semiring, semirings
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "einsum",
     "get_counting_semiring",
     "get_semiring",
+    "graphed",
     "jit",
     "matmul",
     "matmul_backward",

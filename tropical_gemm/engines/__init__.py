@@ -6,8 +6,11 @@ The choice is made from the arrays' type alone, without importing cupy, so
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from importlib import import_module
 from types import ModuleType
+from typing import Iterator
 
 from .protocol import Engine
 
@@ -35,11 +38,30 @@ def select_engine(*arrays: object) -> Engine:
             "Move all operands to one side first (cupy.asarray or cupy.asnumpy)."
         )
     kind = kinds.pop()
+    if kind == "cpu" and getattr(_capture, "reason", None):
+        raise RuntimeError(f"{_capture.reason} captures GPU work only, but this product's operands are host "
+                           "(numpy) arrays, whose product would run once, now, and never on a replay: pass "
+                           "cupy arrays")
     if kind == "cuda":  # a child forked after CUDA started gets driver.CudaAfterForkError, before CuPy's own errors
         from ..jit import driver
 
         driver.check_not_forked()
     return import_module(f"{__name__}.{kind}")  # type: ignore[return-value]  # a module that is an Engine
+
+
+#: Set while a CUDA graph captures on this thread (``device_only``): a host product there would be lost.
+_capture = threading.local()
+
+
+@contextmanager
+def device_only(reason: str) -> Iterator[None]:
+    """Refuse host (CPU engine) products on this thread for the block; ``reason`` names who asks."""
+    outer = getattr(_capture, "reason", None)
+    _capture.reason = reason
+    try:
+        yield
+    finally:
+        _capture.reason = outer
 
 
 def cupy_module() -> ModuleType:
