@@ -85,7 +85,7 @@ def test_scratch_memory_outlives_the_capture(cp, shape, argmax):
     plan = plan_forward(a.shape, (k, 1), b.shape, (n, 1), (), "float32", "max_plus", argmax,
                         cuda_gpu.sm_count(a.device.id), True)
     assert plan.splits > 1 or plan.scratch_bytes > 0, "the shape must take K slices or stream-K to test scratch"
-    previous = cp.cuda.memory.get_allocator()
+    previous = cp.cuda.get_allocator()
     cp.cuda.set_allocator(None)
     try:
         step = tg.graphed(lambda x, y: tg.matmul(x, y, "max_plus", argmax=argmax), a, b)

@@ -75,7 +75,7 @@ def graphed(fn: Callable[..., Any], *args: Any, warmup: int = 1) -> "GraphedCall
         fn(*inputs)  # a launch after the background compiles swaps the tuned kernels in, outside the capture
         stream.synchronize()
         baseline_launches = jit.stats()["baseline_launches"]
-        with cupy.cuda.memory.using_allocator(_holding(cupy.cuda.memory.get_allocator(), held)), \
+        with cupy.cuda.using_allocator(_holding(cupy.cuda.get_allocator(), held)), \
                 device_only("graphed"):
             result, graph = _capture(stream, fn, inputs, cupy)
     if jit.stats()["baseline_launches"] > baseline_launches:
