@@ -34,8 +34,9 @@ from ceilings import time_gpu  # benchmarks/ is this script's own directory
 from results_file import RESULTS, save_report
 from throughput import environment
 
+#: name (M×K×N): (M, K, N, argmax)
 CASES = {"16^3": (16, 16, 16, False), "256^3": (256, 256, 256, False), "256^3 argmax": (256, 256, 256, True),
-         "1024^3": (1024, 1024, 1024, False), "1000x777x3000 (stream-K)": (1000, 777, 3000, False),
+         "1024^3": (1024, 1024, 1024, False), "1000x3000x777 (stream-K)": (1000, 3000, 777, False),
          "64x65536x64 (K slices)": (64, 65536, 64, False)}
 
 

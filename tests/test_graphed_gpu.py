@@ -75,7 +75,7 @@ def test_each_replay_is_the_product_of_its_call(cp, semiring, dtype, argmax, sha
 
 
 @pytest.mark.parametrize("argmax", [False, True])
-@pytest.mark.parametrize("shape", [(1000, 777, 3000), (64, 65536, 64)], ids=["wave-part-empty", "deep-k"])
+@pytest.mark.parametrize("shape", [(1000, 3000, 777), (64, 65536, 64)], ids=["wave-part-empty", "deep-k"])
 def test_scratch_memory_outlives_the_capture(cp, shape, argmax):
     """With CuPy's pool off, freed memory goes back to the driver, which hands it to the next allocation:
     the captured scratch must still be the graph's when other arrays are allocated and written."""
@@ -135,14 +135,14 @@ def test_a_capture_holds_the_tuned_kernels(tmp_path):
 def test_host_products_are_refused_and_the_gpu_stays_usable(cp):
     a, b = operands(cp, np.random.default_rng(1), 16, 8, 16, "float32")
     host = cp.asnumpy(a)
-    with pytest.raises(RuntimeError, match="captures GPU work only.*pass cupy arrays"):
+    with pytest.raises(GraphCaptureError, match="captures GPU work only.*pass cupy arrays"):
         tg.graphed(lambda x, y: (tg.matmul(x, y), tg.matmul(host, host.T)), a, b)
     assert_product(tg.matmul(a, b), expected(a, b, "max_plus", False), False)
 
 
 def test_a_read_on_the_host_is_refused_and_the_gpu_stays_usable(cp):
     a, b = operands(cp, np.random.default_rng(2), 16, 8, 16, "float32")
-    with pytest.raises(GraphCaptureError, match="cannot capture|invalidated"):
+    with pytest.raises(GraphCaptureError, match="failed under capture|invalidated"):
         tg.graphed(lambda x, y: float(tg.matmul(x, y).max()), a, b)
     assert_product(tg.matmul(a, b), expected(a, b, "max_plus", False), False)
 
@@ -166,8 +166,8 @@ def test_torch_cuda_graph_holds_the_torch_ops():
     from tropical_gemm.torch import tropical_matmul
 
     rng = np.random.default_rng(5)
-    a = torch.as_tensor(seasoned(rng, (1000, 777), "float32"), device="cuda")
-    b = torch.as_tensor(seasoned(rng, (777, 3000), "float32"), device="cuda")
+    a = torch.as_tensor(seasoned(rng, (1000, 3000), "float32"), device="cuda")  # stream-K: scratch in the graph
+    b = torch.as_tensor(seasoned(rng, (3000, 777), "float32"), device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -178,6 +178,6 @@ def test_torch_cuda_graph_holds_the_torch_ops():
     with torch.cuda.graph(graph):
         c = tropical_matmul(a, b, "max_plus")
     for _ in range(2):
-        a.copy_(torch.as_tensor(seasoned(rng, (1000, 777), "float32")))
+        a.copy_(torch.as_tensor(seasoned(rng, (1000, 3000), "float32")))
         graph.replay()
         assert_same_bits(c.cpu().numpy(), tg.matmul(a.cpu().numpy(), b.cpu().numpy(), "max_plus"))
