@@ -116,6 +116,7 @@ def test_cache_import_of_a_special_file_is_refused_at_once(kind, cache_root, tmp
 def _samples() -> dict[str, BaseException]:
     """One instance of each public exception, with every field it carries set."""
     from tropical_gemm.cli import CliError
+    from tropical_gemm.graphs import GraphCaptureError
     from tropical_gemm.jit.bundle import BundleError
     from tropical_gemm.jit.cache.config import DiskCacheWarning
     from tropical_gemm.jit.cache.files import LocksUnsupported, LockTimeout, UntrustedFile
@@ -136,6 +137,7 @@ def _samples() -> dict[str, BaseException]:
         NvrtcNotFound("no libnvrtc.so"), KernelLoadError("refused tg_k"),
         NoGpuForArchError(RuntimeError("cupy.is_available() is False")),
         BackgroundCompileError("tg_k: CompileError: NVRTC failed"), CudaAfterForkError("forked after CUDA"),
+        GraphCaptureError("graphed: <lambda> failed under capture: the current stream is capturing"),
     ]
     return {f"{type(e).__module__}.{type(e).__qualname__}": e for e in samples}
 
