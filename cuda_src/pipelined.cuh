@@ -23,7 +23,8 @@ namespace tg {
 // With the exact integer path (integer ⊗ that saturates), each thread checks
 // the values it copied once they have landed, and the slice's barrier is
 // also the OR of the answers: a slice holding a value that is not tame
-// (preamble.cuh) takes exact_slice, the others the fast ⊗.
+// (preamble.cuh) takes the exact ⊗ (exact_apart, apart from the main loop),
+// the others the fast ⊗.
 //
 // The argmax variant computes each slice's own ⊕ apart (part), then folds
 // it in and records, per output, the first k of the last slice that
@@ -110,70 +111,117 @@ struct PipelinedKernel {
               [&](int i, int j, int, T a, T b) { acc[i][j] = SR::template mac<T>(acc[i][j], a, b); });
   }
 
-  // The argmax of a product one slice deep: every candidate compared with its output and the winner's k
-  // kept in idx, so that no resolve follows.  A slice holding values that are not tame (wild) takes the
-  // exact ⊗ (tiles.cuh: exact_candidates).
-  __device__ static void each_k(const Smem& s, int buf, int steps, bool wild, int ty, int tx, T (&acc)[TM][TN],
-                                int (&idx)[TM][TN]) {
-    if (EXACT && wild) {
-      int at[TM][TN];
+  // The block's stages, where a function is not passed them (the exact path, which is not inlined).
+  __device__ static const Smem& staged() { return *reinterpret_cast<const Smem*>(dynamic_shared()); }
+
+  // The slices holding values that are not tame (wild: the exact integer path's kernels only) take the
+  // exact ⊗, each output seeing the same ⊕ of the same ⊗ in the same k order as on the fast path, and
+  // the argmax the same record (see slice; each_k where K is one slice deep).  That path is kept apart
+  // from the main loop (__noinline__), so that NVVM and ptxas work on each alone (NVVM's passes take
+  // superlinear time in a function's size: inlined, the path was a third of the kernel's compile), and
+  // it takes this thread's outputs as a copy in local memory: a reference to the accumulators themselves
+  // would make them addressable, so local memory, in the main loop too.  It walks one row of outputs at
+  // a time, held in registers through the slice's ks: the loops stay rolled, so the code small, and the
+  // local copy is read and written once a row, not once a candidate.
+  struct Held {
+    T acc[TM][TN];
+    int idx[TM][TN];
+  };
+  __device__ __noinline__ static void exact_apart(int buf, int steps, int first_k, bool each, int ty, int tx,
+                                                  Held* held) {
+    const Smem& s = staged();
+    auto candidate = [&](int line, int kk, int j) {
+      return SR::template mul_exact<T>(StageA::at(s.a[buf], line, kk),
+                                       StageB::at(s.b[buf], StageB::line_of(j, tx), kk));
+    };
+#pragma unroll 1
+    for (int i = 0; i < TM; ++i) {
+      const int line = StageA::line_of(i, ty);
+      T row[TN], part[TN];
+      int at[TN];
 #pragma unroll
-      for (int i = 0; i < TM; ++i)
+      for (int j = 0; j < TN; ++j) {
+        row[j] = held->acc[i][j];
+        part[j] = ARGMAX ? SR::template zero<T>() : row[j];
+        if constexpr (ARGMAX) at[j] = held->idx[i][j];
+      }
+      if (ARGMAX && each) {  // each_k's record: every candidate compared, the winner's k kept
+#pragma unroll 1
+        for (int kk = 0; kk < steps; ++kk)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) at[i][j] = idx[i][j];
-      exact_candidates<SR>(acc, steps, a_at(s, buf, ty), b_at(s, buf, tx), [&](T& value, int i, int j, int kk, T c) {
-        if (SR::template better<T>(c, value)) value = c, at[i][j] = kk;
-      });
+          for (int j = 0; j < TN; ++j) {
+            const T c = candidate(line, kk, j);
+            if (SR::template better<T>(c, row[j])) row[j] = c, at[j] = first_k + kk;
+          }
+      } else {  // the slice's own ⊕, then (argmax) folded in as fold_slice folds it
+#pragma unroll 1
+        for (int kk = 0; kk < steps; ++kk)
 #pragma unroll
-      for (int i = 0; i < TM; ++i)
+          for (int j = 0; j < TN; ++j) part[j] = SR::template add<T>(part[j], candidate(line, kk, j));
 #pragma unroll
-        for (int j = 0; j < TN; ++j) idx[i][j] = at[i][j];
-      return;
+        for (int j = 0; j < TN; ++j) {
+          if (ARGMAX && SR::template better<T>(part[j], row[j])) at[j] = first_k;
+          row[j] = ARGMAX ? SR::template add<T>(row[j], part[j]) : part[j];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        held->acc[i][j] = row[j];
+        if constexpr (ARGMAX) held->idx[i][j] = at[j];
+      }
     }
+  }
+  // Slice kt, wild, into acc (and idx): the kernel's one call of the exact path.  each: compare every
+  // candidate (each_k's record).
+  __device__ static void exact(int buf, int steps, i64 kt, bool each, int ty, int tx, T (&acc)[TM][TN],
+                               int (&idx)[TM][TN]) {
+    Held held;
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        held.acc[i][j] = acc[i][j];
+        if constexpr (ARGMAX) held.idx[i][j] = idx[i][j];
+      }
+    exact_apart(buf, steps, (int)(kt * BK), each, ty, tx, &held);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        acc[i][j] = held.acc[i][j];
+        if constexpr (ARGMAX) idx[i][j] = held.idx[i][j];
+      }
+  }
+
+  // The argmax of a product one slice deep: every candidate compared with its output and the winner's k
+  // kept in idx, so that no resolve follows (a wild slice: exact_apart, which does the same).
+  __device__ static void each_k(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
+                                int (&idx)[TM][TN]) {
     each_step(s, buf, steps, ty, tx, [&](int i, int j, int kk, T a, T b) {
       const T c = SR::template mul_fast<T>(a, b);
       if (SR::template better<T>(c, acc[i][j])) acc[i][j] = c, idx[i][j] = kk;
     });
   }
 
-  // This thread's values of a staged slice, by k step and i (j): exact_candidates' operands.
-  __device__ static auto a_at(const Smem& s, int buf, int ty) {
-    return [&s, buf, ty](int kk, int i) { return StageA::at(s.a[buf], StageA::line_of(i, ty), kk); };
-  }
-  __device__ static auto b_at(const Smem& s, int buf, int tx) {
-    return [&s, buf, tx](int kk, int j) { return StageB::at(s.b[buf], StageB::line_of(j, tx), kk); };
-  }
-
-  // A slice holding values that are not tame, by the exact ⊗ (tiles.cuh: exact_candidates): each output
-  // sees the same ⊕ of the same ⊗ in the same k order as on the fast path.
-  __device__ static void exact_slice(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN]) {
-    exact_candidates<SR>(acc, steps, a_at(s, buf, ty), b_at(s, buf, tx),
-                         [](T& value, int, int, int, T c) { value = SR::template add<T>(value, c); });
-  }
-
-  // Slice kt (steps ks of it) into acc; the argmax's slice apart, then folded in (see the struct's comment).
-  // wild: the slice holds a value that is not tame (the exact integer path's kernels only).  The
-  // argmax's full slice starts from its first ⊗ where tiles.cuh's slice_from_first allows: the same
-  // value, and a move and an ⊕ fewer per output.
-  __device__ static void slice(const Smem& s, int buf, int steps, i64 kt, bool wild, int ty, int tx,
-                               T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+  // Slice kt (steps ks of it), tame, into acc; the argmax's slice apart, then folded in (see the struct's
+  // comment).  The argmax's full slice starts from its first ⊗ where tiles.cuh's slice_from_first
+  // allows: the same value, and a move and an ⊕ fewer per output.
+  __device__ static void slice(const Smem& s, int buf, int steps, i64 kt, int ty, int tx, T (&acc)[TM][TN],
+                               int (&idx)[TM][TN]) {
     constexpr bool FROM_FIRST = slice_from_first<T>;
     if constexpr (ARGMAX) {
       T part[TM][TN];
-      if (FROM_FIRST && steps == BK && !(EXACT && wild)) {
+      if (FROM_FIRST && steps == BK) {
         full_slice<FROM_FIRST>(s, buf, ty, tx, part);
       } else {
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
           for (int j = 0; j < TN; ++j) part[i][j] = SR::template zero<T>();
-        if (EXACT && wild) exact_slice(s, buf, steps, ty, tx, part);
-        else if (!FROM_FIRST && steps == BK) full_slice<false>(s, buf, ty, tx, part);  // one copy of the slice
+        if (!FROM_FIRST && steps == BK) full_slice<false>(s, buf, ty, tx, part);  // one copy of the slice
         else partial_slice(s, buf, steps, ty, tx, part);
       }
       fold_slice<SR>(acc, part, idx, (int)(kt * BK));
-    } else if (EXACT && wild) {
-      exact_slice(s, buf, steps, ty, tx, acc);
     } else if (steps == BK) {
       full_slice<false>(s, buf, ty, tx, acc);
     } else {
@@ -222,7 +270,10 @@ struct PipelinedKernel {
       }
   }
 
-  // Slices kt0 .. kt1 - 1 of the output tile at `at` into acc and idx, from the zero.
+  // Slices kt0 .. kt1 - 1 of the output tile at `at` into acc and idx, from the zero.  ONE_SLICE: the
+  // product may be one slice deep (each_k); never in stream-K, whose products have at least
+  // plan._STREAM_MIN_SLICES slices a tile.
+  template <bool ONE_SLICE>
   __device__ static void accumulate(Smem& s, const Problem& p, const Place& at, i64 kt0, i64 kt1, int ty, int tx,
                                     T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     const i64 K = p.K;
@@ -261,8 +312,14 @@ struct PipelinedKernel {
       }
       stage(kt + STAGES - 1);
       const int steps = K - kt * BK < BK ? (int)(K - kt * BK) : BK;
-      if (ARGMAX && p.k_tiles == 1) each_k(s, buf, steps, wild, ty, tx, acc, idx);
-      else slice(s, buf, steps, kt, wild, ty, tx, acc, idx);
+      if constexpr (EXACT) {  // constexpr: the other kernels do not instantiate the exact path at all
+        if (wild) {
+          exact(buf, steps, kt, ARGMAX && ONE_SLICE && p.k_tiles == 1, ty, tx, acc, idx);
+          continue;
+        }
+      }
+      if (ARGMAX && ONE_SLICE && p.k_tiles == 1) each_k(s, buf, steps, ty, tx, acc, idx);
+      else slice(s, buf, steps, kt, ty, tx, acc, idx);
     }
     // No copy in flight, and every thread done reading, before the next tile's copies.
     copies_landed<0>();
@@ -273,16 +330,26 @@ struct PipelinedKernel {
                                const int (&idx)[TM][TN]) {
     T* Cb = out.C + at.batch * out.M * out.N;
     int* Ib = ARGMAX ? out.IDX + at.batch * out.M * out.N : nullptr;
+    // An output's offset is its row's plus its column's, each computed once, and each store is one
+    // predicated instruction (tiles.cuh: store_if): a 64-bit product and a branch per output were most
+    // of the code after the main loop.
+    i64 column[TN];
+    bool column_in[TN];
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const i64 n = at.n0 + StageB::line_of(j, tx);
+      column[j] = n * out.c_sn;
+      column_in[j] = n < out.N;
+    }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const i64 m = at.m0 + StageA::line_of(i, ty);
-      if (m >= out.M) continue;
+      const i64 row = m * out.c_sm;
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
-        const i64 n = at.n0 + StageB::line_of(j, tx);
-        if (n >= out.N) continue;
-        Cb[m * out.c_sm + n * out.c_sn] = canonical(acc[i][j]);
-        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = idx[i][j];
+        const bool in = m < out.M && column_in[j];
+        store_if(Cb + row + column[j], canonical(acc[i][j]), in);
+        if constexpr (ARGMAX) store_if(Ib + row + column[j], idx[i][j], in);
       }
     }
   }
@@ -400,7 +467,7 @@ struct PipelinedKernel {
       const Place at = place(p, tile);
       T acc[TM][TN];
       int idx[TM][TN];  // the argmax's; unused (and dropped by the compiler) in the plain product
-      accumulate(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
+      accumulate<true>(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
       store(p.out, at, ty, tx, acc, idx);
     }
   }
@@ -429,7 +496,7 @@ struct PipelinedKernel {
       const Place at = place(p, it / p.k_tiles);
       T acc[TM][TN];
       int idx[TM][TN];
-      accumulate(s, p, at, kt0, kt1, ty, tx, acc, idx);
+      accumulate<false>(s, p, at, kt0, kt1, ty, tx, acc, idx);
       if (whole || merge_partial(Stream{WORK, iters, values_offset, index_offset}, (next - 1) / p.k_tiles, p.k_tiles,
                                  acc, idx))
         store(p.out, at, ty, tx, acc, idx);

@@ -141,7 +141,9 @@ struct StagedOperand {
   // Whether the values this thread copied into s (as copy<UNIT, CHECK_K> did) are all tame: the exact
   // integer path's check.  Every staged value is some thread's copy, so the block's OR of the answers
   // covers the slice; a thread's own cp.async copies are visible to it once copies_landed has returned.
-  template <class SR, int UNIT, bool CHECK_K>
+  // One variant serves full and last slices (k_left clamped to BK): a compare a copy costs less than a
+  // second copy of the check in the kernel's code.
+  template <class SR, int UNIT>
   __device__ static bool copies_tame(const Tile& s, const Cursor& c, int k_left) {
     constexpr int PER = LINES * BK / UNIT / THREADS;
     constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
@@ -151,7 +153,7 @@ struct StagedOperand {
     for (int r = 0; r < PER; ++r) {
       const int line = LINE_K ? c.line + r * RUN_STEP : c.line, kk = LINE_K ? c.kk : c.kk + r * RUN_STEP;
       const T* at = LINE_K ? &s[line][kk] : &s[kk][line];
-      if (((c.ok >> r) & 1) && (!CHECK_K || k_left - kk > 0)) {
+      if (((c.ok >> r) & 1) && k_left - kk > 0) {
         if constexpr (UNIT == 1) {
           tame &= SR::tame(*at);
         } else {
@@ -165,8 +167,8 @@ struct StagedOperand {
   }
   template <class SR>
   __device__ static bool copies_tame(const Tile& s, const Cursor& c, i64 k_left) {
-    if (k_left >= BK) return c.vec ? copies_tame<SR, V, false>(s, c, BK) : copies_tame<SR, 1, false>(s, c, BK);
-    return c.vec ? copies_tame<SR, V, true>(s, c, (int)k_left) : copies_tame<SR, 1, true>(s, c, (int)k_left);
+    const int left = k_left < BK ? (int)k_left : BK;
+    return c.vec ? copies_tame<SR, V>(s, c, left) : copies_tame<SR, 1>(s, c, left);
   }
 
   // One value of the slice, by its line and k.

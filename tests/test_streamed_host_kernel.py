@@ -157,3 +157,13 @@ def test_stream_k_only_where_the_square_family_leaves_slots_empty_or_takes_waves
     assert stream_work(265, 3000, 132, shape, 4, False, 265, 264) is None  # more tiles than one wave
     assert stream_work(56, 1024, 132, shape, 4, False, 56, 264) is None  # 6.8 slices a block
     assert stream_work(56, 1300, 132, shape, 4, False, 56, 264) is not None  # 8.7
+
+
+@pytest.mark.parametrize("tiles", [1, 7, 132, 264])
+def test_stream_k_never_takes_a_product_one_slice_deep(tiles):
+    """The stream kernel leaves out the one-slice argmax (pipelined.cuh: accumulate<false>), so no plan may send it
+    a K of one slice, whatever the square family would leave empty."""
+    for shape in (TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2), TileShape(128, 128, 16, 8, 8, 1, stages=3)):
+        for k in (1, shape.bk // 2, shape.bk):
+            for argmax in (False, True):
+                assert stream_work(tiles, k, 132, shape, 4, argmax, tiles, 10_000) is None
