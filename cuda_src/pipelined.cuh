@@ -330,26 +330,16 @@ struct PipelinedKernel {
                                const int (&idx)[TM][TN]) {
     T* Cb = out.C + at.batch * out.M * out.N;
     int* Ib = ARGMAX ? out.IDX + at.batch * out.M * out.N : nullptr;
-    // An output's offset is its row's plus its column's, each computed once, and each store is one
-    // predicated instruction (tiles.cuh: store_if): a 64-bit product and a branch per output were most
-    // of the code after the main loop.
-    i64 column[TN];
-    bool column_in[TN];
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const i64 n = at.n0 + StageB::line_of(j, tx);
-      column[j] = n * out.c_sn;
-      column_in[j] = n < out.N;
-    }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const i64 m = at.m0 + StageA::line_of(i, ty);
-      const i64 row = m * out.c_sm;
+      if (m >= out.M) continue;
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
-        const bool in = m < out.M && column_in[j];
-        store_if(Cb + row + column[j], canonical(acc[i][j]), in);
-        if constexpr (ARGMAX) store_if(Ib + row + column[j], idx[i][j], in);
+        const i64 n = at.n0 + StageB::line_of(j, tx);
+        if (n >= out.N) continue;
+        Cb[m * out.c_sm + n * out.c_sn] = canonical(acc[i][j]);
+        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = idx[i][j];
       }
     }
   }

@@ -10,7 +10,7 @@
 //                  in tropical_gemm/semirings.py (no file: one struct per
 //                  semiring, its MulKind, and winner_is_a, the tie rule of
 //                  Semiring.winner_is_a: A wins ties, NaN loses);
-//   tiles.cuh      operand geometry (Batch, Vec16), store_if, the argmax slice record, the TileLoader;
+//   tiles.cuh      operand geometry (Batch, Vec16), the argmax slice record, the TileLoader;
 //   square.cuh     the register-staged forward kernel and argmax_resolve;
 //   staged.cuh     cp.async copies and an operand's slice staged in dynamic shared memory;
 //   pipelined.cuh  the square family's cp.async kernel, and the stream family's (stream-K);

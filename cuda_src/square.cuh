@@ -3,6 +3,18 @@
 
 namespace tg {
 
+// A store that happens only where OK: one predicated instruction, no branch
+// (CUTLASS's global_store is written the same way).  For the integer
+// kernels' epilogue: see LEAN_EDGES.
+__device__ __forceinline__ void store_if(int* p, int v, bool ok) {
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q st.global.b32 [%0], %1;\n}"
+               :: "l"(p), "r"(v), "r"((int)ok) : "memory");
+}
+__device__ __forceinline__ void store_if(long long* p, long long v, bool ok) {
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q st.global.b64 [%0], %1;\n}"
+               :: "l"(p), "l"(v), "r"((int)ok) : "memory");
+}
+
 // -------------------------------------------------------- forward: square tile
 //
 // One block computes a BM×BN tile of C over the whole of K; each thread owns

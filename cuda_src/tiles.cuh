@@ -1,4 +1,4 @@
-// tropical_gemm: operand geometry, the predicated store and the tile loader shared by the forward kernels.
+// tropical_gemm: operand geometry and the tile loader shared by the forward kernels.
 // Part of the program source.py assembles (header map: preamble.cuh).
 
 namespace tg {
@@ -37,34 +37,6 @@ struct Batch {
 template <class T> struct alignas(16) Vec16 { T v[16 / sizeof(T)]; };
 // 8 bytes of T: a 64-bit shared-memory access.
 template <class T> struct alignas(8) Vec8 { T v[8 / sizeof(T)]; };
-
-// ------------------------------------------------------------ epilogue
-
-// A store that happens only where OK: one predicated instruction, no branch
-// (CUTLASS's global_store is written the same way).  The epilogues of the
-// integer square kernels (square.cuh: LEAN_EDGES) and of the pipelined ones,
-// whose TM×TN bounds-checked stores were, as branches, a block each for
-// NVVM and ptxas.
-#ifdef TG_HOST_BUILD
-template <class T> inline void store_if(T* p, T v, bool ok) {
-  if (ok) *p = v;
-}
-#else
-__device__ __forceinline__ void store_if(int* p, int v, bool ok) {
-  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q st.global.b32 [%0], %1;\n}"
-               :: "l"(p), "r"(v), "r"((int)ok) : "memory");
-}
-__device__ __forceinline__ void store_if(long long* p, long long v, bool ok) {
-  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q st.global.b64 [%0], %1;\n}"
-               :: "l"(p), "l"(v), "r"((int)ok) : "memory");
-}
-__device__ __forceinline__ void store_if(float* p, float v, bool ok) {
-  store_if(reinterpret_cast<int*>(p), __float_as_int(v), ok);
-}
-__device__ __forceinline__ void store_if(double* p, double v, bool ok) {
-  store_if(reinterpret_cast<long long*>(p), __double_as_longlong(v), ok);
-}
-#endif
 
 // ------------------------------------------------------------ slice record
 
