@@ -46,8 +46,8 @@ sys.path.insert(0, "benchmarks")
 import throughput
 if cfg["wild"]:  # the semiring's zero in every slice: each one takes the exact path
     draw = throughput.random_operands
-    def wild(shape_a, shape_b, dtype):
-        a, b = draw(shape_a, shape_b, dtype)
+    def wild(shape_a, shape_b, dtype, **options):  # options: bench_product's order
+        a, b = draw(shape_a, shape_b, dtype, **options)
         zero = np.iinfo(dtype).min if cfg["semiring"].startswith("max") else np.iinfo(dtype).max
         a[:, ::7] = zero
         return a, b
