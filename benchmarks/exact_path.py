@@ -21,15 +21,13 @@ with different ``--label`` to compare commits.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
 import throughput  # benchmarks/ is this script's own directory
-from results_file import RESULTS, save_report
+from results_file import run_and_save
 
 #: (dtype, argmax, M, K, N, wild)
 CASES = [("float32", False, 2048, 2048, 2048, False), ("float32", False, 1000, 777, 3000, False),
@@ -73,13 +71,8 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--label", default="", help="a name for this checkout's run (e.g. its commit)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    report = run(args.label)
-    save_report(report, args.out, "exact-path", table(report))
-    return 0
+    return run_and_save(__doc__, argv, "exact-path", run, table,
+                        {"--label": {"default": "", "help": "a name for this checkout's run (e.g. its commit)"}})
 
 
 if __name__ == "__main__":

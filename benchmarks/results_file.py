@@ -17,13 +17,17 @@ from typing import Callable
 RESULTS = Path(__file__).parent / "results"
 
 
-def run_and_save(doc: str, argv: "list[str] | None", kind: str, run: "Callable[[], dict]",
-                 table: "Callable[[dict], list[str]]") -> int:
-    """The whole ``main`` of a benchmark whose only option is ``--out`` (``--help`` shows its docstring)."""
+def run_and_save(doc: str, argv: "list[str] | None", kind: str, run: "Callable[..., dict]",
+                 table: "Callable[[dict], list[str]]", options: "dict[str, dict] | None" = None) -> int:
+    """The whole ``main`` of a benchmark (``--help`` shows its docstring): ``--out``, and ``options`` (a flag's
+    ``add_argument`` keywords by flag), whose values ``run`` takes by name."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    out = parser.parse_args(argv).out
-    report = run()
+    for flag, keywords in (options or {}).items():
+        parser.add_argument(flag, **keywords)
+    values = vars(parser.parse_args(argv))
+    out = values.pop("out")
+    report = run(**values)
     save_report(report, out, kind, table(report))
     return 0
 

@@ -27,7 +27,6 @@ swap and in a warm process.  Medians over ``--runs`` fresh processes.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results_file import RESULTS, save_report  # noqa: E402
+from results_file import run_and_save  # noqa: E402
 from startup import compile_bytecode  # noqa: E402
 
 SPEC = ("forward", "max_plus", "float32")
@@ -215,13 +214,7 @@ def table(report: dict[str, Any]) -> list[str]:
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    report = run(args.runs)
-    save_report(report, args.out, "warm-path", table(report))
-    return 0
+    return run_and_save(__doc__, argv, "warm-path", run, table, {"--runs": {"type": int, "default": 7}})
 
 
 if __name__ == "__main__":
