@@ -118,7 +118,7 @@ struct PipelinedKernel {
   // exact ⊗, each output seeing the same ⊕ of the same ⊗ in the same k order as on the fast path, and
   // the argmax the same record (see slice; each_k where K is one slice deep).  That path is kept apart
   // from the main loop (__noinline__), so that NVVM and ptxas work on each alone (NVVM's passes take
-  // superlinear time in a function's size: inlined, the path was a third of the kernel's compile), and
+  // superlinear time in a function's size: inlined, the path was a large share of the compile), and
   // it takes this thread's outputs as a copy in local memory: a reference to the accumulators themselves
   // would make them addressable, so local memory, in the main loop too.  It walks one row of outputs at
   // a time, held in registers through the slice's ks: the loops stay rolled, so the code small, and the
