@@ -40,11 +40,12 @@ CASES = [("float32", False, 2048, 2048, 2048, False), ("float32", False, 1000, 7
          ("int32", True, 4096, 16, 4096, False)]
 
 
-def wild_operands(draw):
-    """``draw`` with the semiring's zero (max_plus: the type's minimum) in every 7th column of A."""
+def wild_operands(draw, zero: str = "min"):
+    """``draw`` with the semiring's zero in every 7th column of A: the integer type's ``zero`` end ("min" for
+    max_plus, "max" for min_plus), so that every slice of K holds it."""
     def operands(shape_a, shape_b, dtype, **options):
         a, b = draw(shape_a, shape_b, dtype, **options)
-        a[..., ::7] = np.iinfo(dtype).min
+        a[..., ::7] = getattr(np.iinfo(dtype), zero)
         return a, b
     return operands
 
