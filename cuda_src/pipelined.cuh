@@ -126,6 +126,17 @@ struct PipelinedKernel {
   struct Held {
     T acc[TM][TN];
     int idx[TM][TN];
+    __device__ static Held of(const T (&acc)[TM][TN], const int (&idx)[TM][TN]) {
+      Held held;
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          held.acc[i][j] = acc[i][j];
+          if constexpr (ARGMAX) held.idx[i][j] = idx[i][j];
+        }
+      return held;
+    }
   };
   __device__ __noinline__ static void exact_apart(int buf, int steps, int first_k, bool each, int ty, int tx,
                                                   Held* held) {
@@ -175,14 +186,7 @@ struct PipelinedKernel {
   // candidate (each_k's record).
   __device__ static void exact(int buf, int steps, i64 kt, bool each, int ty, int tx, T (&acc)[TM][TN],
                                int (&idx)[TM][TN]) {
-    Held held;
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        held.acc[i][j] = acc[i][j];
-        if constexpr (ARGMAX) held.idx[i][j] = idx[i][j];
-      }
+    Held held = Held::of(acc, idx);
     exact_apart(buf, steps, (int)(kt * BK), each, ty, tx, &held);
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -326,11 +330,53 @@ struct PipelinedKernel {
     __syncthreads();
   }
 
+  // The tile's outputs into C (and IDX).  A tile wholly inside C, whose rows are contiguous (the engine's
+  // own outputs), takes each row's address once and every output at a constant offset from it: a
+  // thread's lines are its first line plus a constant (staged.cuh: line_of), so its stores need no 64-bit
+  // product and no branch each, and where its columns come in runs of V (B kept [k][line]) and C's rows
+  // are 16-byte aligned, a run is one 16-byte store.  The other tiles (C's edges) go through store_edge,
+  // apart from the kernel, which keeps the code after the main loop small.
   __device__ static void store(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
                                const int (&idx)[TM][TN]) {
+    if (out.c_sn != 1 || at.m0 + BM > out.M || at.n0 + BN > out.N) {
+      const Held held = Held::of(acc, idx);
+      store_edge(out, at, ty, tx, &held);
+    } else if (!B_LK && out.c_sm % V == 0 && aligned_16(out.C) && (!ARGMAX || aligned_16(out.IDX))) {
+      store_inside<true>(out, at, ty, tx, acc, idx);
+    } else {
+      store_inside<false>(out, at, ty, tx, acc, idx);
+    }
+  }
+  __device__ static bool aligned_16(const void* p) { return reinterpret_cast<unsigned long long>(p) % 16 == 0; }
+  template <bool RUNS>
+  __device__ static void store_inside(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
+                                      const int (&idx)[TM][TN]) {
+    constexpr int STEP = RUNS ? V : 1;
+    const i64 first = at.batch * out.M * out.N + (at.m0 + StageA::line_of(0, ty)) * out.c_sm + at.n0 +
+                      StageB::line_of(0, tx);
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const i64 row = first + StageA::line_of(i, 0) * out.c_sm;
+#pragma unroll
+      for (int j = 0; j < TN; j += STEP) {
+        Run<T, STEP> c;
+        Run<int, STEP> k;
+#pragma unroll
+        for (int x = 0; x < STEP; ++x) {
+          c.v[x] = canonical(acc[i][j + x]);
+          k.v[x] = idx[i][j + x];
+        }
+        *reinterpret_cast<Run<T, STEP>*>(out.C + row + StageB::line_of(j, 0)) = c;
+        if constexpr (ARGMAX) *reinterpret_cast<Run<int, STEP>*>(out.IDX + row + StageB::line_of(j, 0)) = k;
+      }
+    }
+  }
+  // Any tile's outputs, each checked against C's edges.
+  __device__ __noinline__ static void store_edge(const Output& out, const Place& at, int ty, int tx,
+                                                 const Held* held) {
     T* Cb = out.C + at.batch * out.M * out.N;
     int* Ib = ARGMAX ? out.IDX + at.batch * out.M * out.N : nullptr;
-#pragma unroll
+#pragma unroll 1
     for (int i = 0; i < TM; ++i) {
       const i64 m = at.m0 + StageA::line_of(i, ty);
       if (m >= out.M) continue;
@@ -338,8 +384,8 @@ struct PipelinedKernel {
       for (int j = 0; j < TN; ++j) {
         const i64 n = at.n0 + StageB::line_of(j, tx);
         if (n >= out.N) continue;
-        Cb[m * out.c_sm + n * out.c_sn] = canonical(acc[i][j]);
-        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = idx[i][j];
+        Cb[m * out.c_sm + n * out.c_sn] = canonical(held->acc[i][j]);
+        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = held->idx[i][j];
       }
     }
   }
