@@ -330,12 +330,13 @@ struct PipelinedKernel {
     __syncthreads();
   }
 
-  // The tile's outputs into C (and IDX).  A tile wholly inside C, whose rows are contiguous (the engine's
-  // own outputs), takes each row's address once and every output at a constant offset from it: a
-  // thread's lines are its first line plus a constant (staged.cuh: line_of), so its stores need no 64-bit
-  // product and no branch each, and where its columns come in runs of V (B kept [k][line]) and C's rows
-  // are 16-byte aligned, a run is one 16-byte store.  The other tiles (C's edges) go through store_edge,
-  // apart from the kernel, which keeps the code after the main loop small.
+  // The tile's outputs into C (and IDX), in the square family.  A tile wholly inside C, whose rows are
+  // contiguous (the engine's own outputs), takes each row's address once and every output at a constant
+  // offset from it: a thread's lines are its first line plus a constant (staged.cuh: line_of), so its
+  // stores need no 64-bit product and no branch each, and where its columns come in runs of V (B kept
+  // [k][line]) and C's rows are 16-byte aligned, a run is one 16-byte store.  The other tiles (C's edges)
+  // go through store_edge, apart from the kernel, which keeps the code after the main loop small.  The
+  // stream family keeps store_checked inline: there the paths above ran its products slower.
   __device__ static void store(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
                                const int (&idx)[TM][TN]) {
     if (out.c_sn != 1 || at.m0 + BM > out.M || at.n0 + BN > out.N) {
@@ -371,12 +372,16 @@ struct PipelinedKernel {
       }
     }
   }
-  // Any tile's outputs, each checked against C's edges.
   __device__ __noinline__ static void store_edge(const Output& out, const Place& at, int ty, int tx,
                                                  const Held* held) {
+    store_checked(out, at, ty, tx, held->acc, held->idx);
+  }
+  // Any tile's outputs, each checked against C's edges.
+  __device__ static void store_checked(const Output& out, const Place& at, int ty, int tx,
+                                       const T (&acc)[TM][TN], const int (&idx)[TM][TN]) {
     T* Cb = out.C + at.batch * out.M * out.N;
     int* Ib = ARGMAX ? out.IDX + at.batch * out.M * out.N : nullptr;
-#pragma unroll 1
+#pragma unroll
     for (int i = 0; i < TM; ++i) {
       const i64 m = at.m0 + StageA::line_of(i, ty);
       if (m >= out.M) continue;
@@ -384,8 +389,8 @@ struct PipelinedKernel {
       for (int j = 0; j < TN; ++j) {
         const i64 n = at.n0 + StageB::line_of(j, tx);
         if (n >= out.N) continue;
-        Cb[m * out.c_sm + n * out.c_sn] = canonical(held->acc[i][j]);
-        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = held->idx[i][j];
+        Cb[m * out.c_sm + n * out.c_sn] = canonical(acc[i][j]);
+        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = idx[i][j];
       }
     }
   }
@@ -535,7 +540,7 @@ struct PipelinedKernel {
       accumulate<false>(s, p, at, kt0, kt1, ty, tx, acc, idx);
       if (whole || merge_partial(Stream{WORK, iters, values_offset, index_offset}, (next - 1) / p.k_tiles, p.k_tiles,
                                  acc, idx))
-        store(p.out, at, ty, tx, acc, idx);
+        store_checked(p.out, at, ty, tx, acc, idx);
     }
   }
 };
