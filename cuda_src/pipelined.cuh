@@ -126,17 +126,6 @@ struct PipelinedKernel {
   struct Held {
     T acc[TM][TN];
     int idx[TM][TN];
-    __device__ static Held of(const T (&acc)[TM][TN], const int (&idx)[TM][TN]) {
-      Held held;
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          held.acc[i][j] = acc[i][j];
-          if constexpr (ARGMAX) held.idx[i][j] = idx[i][j];
-        }
-      return held;
-    }
   };
   __device__ __noinline__ static void exact_apart(int buf, int steps, int first_k, bool each, int ty, int tx,
                                                   Held* held) {
@@ -186,7 +175,14 @@ struct PipelinedKernel {
   // candidate (each_k's record).
   __device__ static void exact(int buf, int steps, i64 kt, bool each, int ty, int tx, T (&acc)[TM][TN],
                                int (&idx)[TM][TN]) {
-    Held held = Held::of(acc, idx);
+    Held held;
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        held.acc[i][j] = acc[i][j];
+        if constexpr (ARGMAX) held.idx[i][j] = idx[i][j];
+      }
     exact_apart(buf, steps, (int)(kt * BK), each, ty, tx, &held);
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -330,28 +326,32 @@ struct PipelinedKernel {
     __syncthreads();
   }
 
-  // The tile's outputs into C (and IDX), in the square family.  A tile wholly inside C, whose rows are
+  // The tile's outputs into C, in the square family's plain product.  A tile wholly inside C, whose rows are
   // contiguous (the engine's own outputs), takes each row's address once and every output at a constant
   // offset from it: a thread's lines are its first line plus a constant (staged.cuh: line_of), so its
   // stores need no 64-bit product and no branch each, and where its columns come in runs of V (B kept
   // [k][line]) and C's rows are 16-byte aligned, a run is one 16-byte store.  The other tiles (C's edges)
   // go through store_edge, apart from the kernel, which keeps the code after the main loop small.  The
-  // stream family keeps store_checked inline: there the paths above ran its products slower.
-  __device__ static void store(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
-                               const int (&idx)[TM][TN]) {
+  // argmax and the stream family keep store_checked inline: the paths above made the argmax kernels
+  // slower to compile, and ran the stream family's products slower.
+  __device__ static void store(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN]) {
+    static_assert(!ARGMAX, "the argmax stores with store_checked");
     if (out.c_sn != 1 || at.m0 + BM > out.M || at.n0 + BN > out.N) {
-      const Held held = Held::of(acc, idx);
+      Held held;
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) held.acc[i][j] = acc[i][j];
       store_edge(out, at, ty, tx, &held);
-    } else if (!B_LK && out.c_sm % V == 0 && aligned_16(out.C) && (!ARGMAX || aligned_16(out.IDX))) {
-      store_inside<true>(out, at, ty, tx, acc, idx);
+    } else if (!B_LK && out.c_sm % V == 0 && aligned_16(out.C)) {
+      store_inside<true>(out, at, ty, tx, acc);
     } else {
-      store_inside<false>(out, at, ty, tx, acc, idx);
+      store_inside<false>(out, at, ty, tx, acc);
     }
   }
   __device__ static bool aligned_16(const void* p) { return reinterpret_cast<unsigned long long>(p) % 16 == 0; }
   template <bool RUNS>
-  __device__ static void store_inside(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
-                                      const int (&idx)[TM][TN]) {
+  __device__ static void store_inside(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN]) {
     constexpr int STEP = RUNS ? V : 1;
     const i64 first = at.batch * out.M * out.N + (at.m0 + StageA::line_of(0, ty)) * out.c_sm + at.n0 +
                       StageB::line_of(0, tx);
@@ -361,14 +361,9 @@ struct PipelinedKernel {
 #pragma unroll
       for (int j = 0; j < TN; j += STEP) {
         Run<T, STEP> c;
-        Run<int, STEP> k;
 #pragma unroll
-        for (int x = 0; x < STEP; ++x) {
-          c.v[x] = canonical(acc[i][j + x]);
-          k.v[x] = idx[i][j + x];
-        }
+        for (int x = 0; x < STEP; ++x) c.v[x] = canonical(acc[i][j + x]);
         *reinterpret_cast<Run<T, STEP>*>(out.C + row + StageB::line_of(j, 0)) = c;
-        if constexpr (ARGMAX) *reinterpret_cast<Run<int, STEP>*>(out.IDX + row + StageB::line_of(j, 0)) = k;
       }
     }
   }
@@ -509,7 +504,8 @@ struct PipelinedKernel {
       T acc[TM][TN];
       int idx[TM][TN];  // the argmax's; unused (and dropped by the compiler) in the plain product
       accumulate<true>(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
-      store(p.out, at, ty, tx, acc, idx);
+      if constexpr (ARGMAX) store_checked(p.out, at, ty, tx, acc, idx);
+      else store(p.out, at, ty, tx, acc);
     }
   }
 
