@@ -2,11 +2,12 @@
 
 After its last slice each block writes its tile of outputs (and argmaxes).
 Where K is short (batched 256 × 256³, 1024³ with its K slices) or a block's
-share of it is (stream-K's 1000×3000×777, M×K×N) that store is a visible share of a block's work; on large
-cubes it is not, and they show what the rest of the kernel costs.  The
-cases cover each path of the store: 16-byte runs (B row-major, C's rows
-16-byte aligned: 1000×3000×780), one output at a time inside C (B
-column-major, or rows of an odd length: 777), and the edge tiles.
+share of it is (stream-K's 1000×3000×777, M×K×N), that store is a visible
+share of a block's work; on large cubes it is not, and they show what the
+rest of the kernel costs.  The cases take both operand orders, rows of C
+whose length is a multiple of 16 bytes and rows whose length is not
+(1000×3000×780, ×777), and tiles on C's edges, so that a change to the store
+is timed on each of its paths.
 
     python benchmarks/tile_store.py [--label L] [--out benchmarks/results]   # GPU
 

@@ -326,54 +326,8 @@ struct PipelinedKernel {
     __syncthreads();
   }
 
-  // The tile's outputs into C, in the square family's plain product.  A tile wholly inside C, whose rows are
-  // contiguous (the engine's own outputs), takes each row's address once and every output at a constant
-  // offset from it: a thread's lines are its first line plus a constant (staged.cuh: line_of), so its
-  // stores need no 64-bit product and no branch each, and where its columns come in runs of V (B kept
-  // [k][line]) and C's rows are 16-byte aligned, a run is one 16-byte store.  The other tiles (C's edges)
-  // go through store_edge, apart from the kernel, which keeps the code after the main loop small.  The
-  // argmax and the stream family keep store_checked inline: the paths above made the argmax kernels
-  // slower to compile, and ran the stream family's products slower.
-  __device__ static void store(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN]) {
-    static_assert(!ARGMAX, "the argmax stores with store_checked");
-    if (out.c_sn != 1 || at.m0 + BM > out.M || at.n0 + BN > out.N) {
-      Held held;
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) held.acc[i][j] = acc[i][j];
-      store_edge(out, at, ty, tx, &held);
-    } else if (!B_LK && out.c_sm % V == 0 && aligned_16(out.C)) {
-      store_inside<true>(out, at, ty, tx, acc);
-    } else {
-      store_inside<false>(out, at, ty, tx, acc);
-    }
-  }
-  __device__ static bool aligned_16(const void* p) { return reinterpret_cast<unsigned long long>(p) % 16 == 0; }
-  template <bool RUNS>
-  __device__ static void store_inside(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN]) {
-    constexpr int STEP = RUNS ? V : 1;
-    const i64 first = at.batch * out.M * out.N + (at.m0 + StageA::line_of(0, ty)) * out.c_sm + at.n0 +
-                      StageB::line_of(0, tx);
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const i64 row = first + StageA::line_of(i, 0) * out.c_sm;
-#pragma unroll
-      for (int j = 0; j < TN; j += STEP) {
-        Run<T, STEP> c;
-#pragma unroll
-        for (int x = 0; x < STEP; ++x) c.v[x] = canonical(acc[i][j + x]);
-        *reinterpret_cast<Run<T, STEP>*>(out.C + row + StageB::line_of(j, 0)) = c;
-      }
-    }
-  }
-  __device__ __noinline__ static void store_edge(const Output& out, const Place& at, int ty, int tx,
-                                                 const Held* held) {
-    store_checked(out, at, ty, tx, held->acc, held->idx);
-  }
-  // Any tile's outputs, each checked against C's edges.
-  __device__ static void store_checked(const Output& out, const Place& at, int ty, int tx,
-                                       const T (&acc)[TM][TN], const int (&idx)[TM][TN]) {
+  __device__ static void store(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
+                               const int (&idx)[TM][TN]) {
     T* Cb = out.C + at.batch * out.M * out.N;
     int* Ib = ARGMAX ? out.IDX + at.batch * out.M * out.N : nullptr;
 #pragma unroll
@@ -504,8 +458,7 @@ struct PipelinedKernel {
       T acc[TM][TN];
       int idx[TM][TN];  // the argmax's; unused (and dropped by the compiler) in the plain product
       accumulate<true>(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
-      if constexpr (ARGMAX) store_checked(p.out, at, ty, tx, acc, idx);
-      else store(p.out, at, ty, tx, acc);
+      store(p.out, at, ty, tx, acc, idx);
     }
   }
 
@@ -536,7 +489,7 @@ struct PipelinedKernel {
       accumulate<false>(s, p, at, kt0, kt1, ty, tx, acc, idx);
       if (whole || merge_partial(Stream{WORK, iters, values_offset, index_offset}, (next - 1) / p.k_tiles, p.k_tiles,
                                  acc, idx))
-        store_checked(p.out, at, ty, tx, acc, idx);
+        store(p.out, at, ty, tx, acc, idx);
     }
   }
 };

@@ -78,8 +78,6 @@ struct StagedOperand {
   static_assert(KG * sizeof(T) == 8 || KG * sizeof(T) == 16, "a line's KG ks are one 8- or 16-byte read");
   typedef T Tile[ROWS][COLS];
 
-  // The line of thread t's i-th value: line_of(i, t) == line_of(0, t) + line_of(i, 0), which the pipelined
-  // kernel's store relies on (one address per thread, the rest constant offsets).
   __device__ static int line_of(int i, int t) {
     return LINE_K ? t + i * (LINES / TL) : (i / V) * (LINES / RUNS) + t * V + (i % V);
   }

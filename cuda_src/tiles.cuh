@@ -37,8 +37,6 @@ struct Batch {
 template <class T> struct alignas(16) Vec16 { T v[16 / sizeof(T)]; };
 // 8 bytes of T: a 64-bit shared-memory access.
 template <class T> struct alignas(8) Vec8 { T v[8 / sizeof(T)]; };
-// N consecutive values of T, moved as one access.
-template <class T, int N> struct alignas(sizeof(T) * N) Run { T v[N]; };
 
 // ------------------------------------------------------------ slice record
 
