@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 import throughput  # benchmarks/ is this script's own directory
-from results_file import run_and_save
+from results_file import LABEL_OPTION, run_and_save
 
 #: (dtype, argmax, M, K, N, wild)
 CASES = [("float32", False, 2048, 2048, 2048, False), ("float32", False, 1000, 777, 3000, False),
@@ -72,8 +72,7 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_and_save(__doc__, argv, "exact-path", run, table,
-                        {"--label": {"default": "", "help": "a name for this checkout's run (e.g. its commit)"}})
+    return run_and_save(__doc__, argv, "exact-path", run, table, LABEL_OPTION)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from typing import Callable
 
 #: The default results folder: benchmarks/results, next to the scripts.
 RESULTS = Path(__file__).parent / "results"
+#: The option of the benchmarks that compare commits by a run in each checkout (``run_and_save``'s options).
+LABEL_OPTION = {"--label": {"default": "", "help": "a name for this checkout's run (e.g. its commit)"}}
 
 
 def run_and_save(doc: str, argv: "list[str] | None", kind: str, run: "Callable[..., dict]",

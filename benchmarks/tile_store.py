@@ -22,7 +22,7 @@ import os
 import sys
 
 import throughput  # benchmarks/ is this script's own directory
-from results_file import run_and_save
+from results_file import LABEL_OPTION, run_and_save
 
 #: (dtype, argmax, batch, M, K, N, order)
 CASES = [("float32", False, 256, 256, 256, 256, "C"), ("float32", True, 256, 256, 256, 256, "C"),
@@ -55,8 +55,7 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_and_save(__doc__, argv, "tile-store", run, table,
-                        {"--label": {"default": "", "help": "a name for this checkout's run (e.g. its commit)"}})
+    return run_and_save(__doc__, argv, "tile-store", run, table, LABEL_OPTION)
 
 
 if __name__ == "__main__":
