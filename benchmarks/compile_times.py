@@ -40,7 +40,7 @@ _REGISTERS = re.compile(r"Used (\d+) registers")
 _SPILLS = re.compile(r"(\d+) bytes spill stores")
 
 
-def _isolate_caches() -> None:
+def isolate_caches() -> None:
     """Empty caches everywhere a compile could be served from, before anything imports CuPy."""
     root = Path(tempfile.mkdtemp(prefix="tg-compile-times-"))
     os.environ["CUDA_CACHE_DISABLE"] = "1"
@@ -85,7 +85,7 @@ def compile_one(spec, repeat: int = 1) -> dict[str, object]:
             "spill_bytes": int(spills.group(1)) if spills else None}
 
 
-def _load_nvrtc() -> None:
+def load_nvrtc() -> None:
     """One throwaway compile, so that NVRTC's one-time start is not charged to the first kernel."""
     from tropical_gemm.jit import Target
     from tropical_gemm.jit.compiler import compile_program
@@ -98,7 +98,7 @@ def run(only: str, repeat: int = 1) -> dict[str, object]:
     from tropical_gemm.jit.compiler import nvrtc_version
 
     specs = [s for s in catalogue() if re.search(only, s.name)]
-    _load_nvrtc()
+    load_nvrtc()
     rows = []
     for i, spec in enumerate(specs):
         rows.append(compile_one(spec, repeat))
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="compiles per kernel; the median is recorded")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
-    _isolate_caches()
+    isolate_caches()
     report = run(args.only, max(1, args.repeat))
     path = save_report(report, args.out, "compile-times", table(report))
     if plot(report, path.with_suffix(".png")):

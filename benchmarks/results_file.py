@@ -47,13 +47,14 @@ def save_report(report: dict, out: Path, kind: str, table: list[str]) -> Path:
     return path
 
 
-def commit() -> str:
-    """The git commit measured: ``TG_COMMIT`` where the tree is an export without .git, else git's HEAD."""
+def commit(where: "Path | None" = None) -> str:
+    """The git commit measured: ``TG_COMMIT`` where the tree is an export without .git, else git's HEAD (of the
+    checkout holding ``where``, by default this one)."""
     if os.environ.get("TG_COMMIT"):
         return os.environ["TG_COMMIT"]
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parent)
+                              cwd=where or Path(__file__).parent)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return done.stdout.strip()
