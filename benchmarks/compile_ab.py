@@ -61,12 +61,11 @@ def programs_of(rev: str, only: str) -> dict[str, list]:
         return json.loads(child.stdout)
 
 
-def compile_seconds(program: list) -> float:
+def compile_seconds(name: str, program: list) -> float:
     from tropical_gemm.jit import Target
     from tropical_gemm.jit.compiler import compile_program
 
     source, options = program
-    name = re.search(r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))? (\w+)\(', source).group(1)
     return compile_program(source, name, Target("cubin", 90), tuple(options)).compile_seconds
 
 
@@ -81,7 +80,7 @@ def run(rev: str, only: str, pairs: int) -> dict[str, object]:
         samples = {"rev": [], "this": []}
         for pair in range(pairs):
             for side in ("this", "rev") if pair % 2 == 0 else ("rev", "this"):
-                samples[side].append(compile_seconds(ours[name] if side == "this" else theirs[name]))
+                samples[side].append(compile_seconds(name, ours[name] if side == "this" else theirs[name]))
         ratios = [b / a for a, b in zip(samples["rev"], samples["this"])]
         rows.append({"name": name, "identical": theirs[name] == ours[name], "rev_seconds": statistics.median(samples["rev"]),
                      "this_seconds": statistics.median(samples["this"]), "ratio": statistics.median(ratios),
