@@ -52,12 +52,16 @@ def programs(only: str) -> dict[str, list]:
 def programs_of(rev: str, only: str) -> dict[str, list]:
     """``programs`` of revision ``rev`` of this repository, from its own ``tropical_gemm`` in a child process."""
     with tempfile.TemporaryDirectory(prefix="tg-compile-ab-") as folder:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True)
+        if archive.returncode:
+            raise SystemExit(f"git archive {rev} failed: {archive.stderr.decode(errors='replace').strip()}")
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(folder, filter="tar")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, os.environ.get("PYTHONPATH", "")])}
         child = subprocess.run([sys.executable, __file__, "--programs", only], env=env, capture_output=True,
-                               text=True, check=True, cwd=folder)
+                               text=True, cwd=folder)
+        if child.returncode:
+            raise SystemExit(f"revision {rev}'s tropical_gemm could not list its programs:\n{child.stderr.strip()}")
         return json.loads(child.stdout)
 
 

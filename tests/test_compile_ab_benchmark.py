@@ -24,3 +24,9 @@ def test_head_against_itself_has_the_same_programs_compiled_alternately(tmp_path
     assert row["name"] == "tg_forward_max_plus_f32_rr_baseline" and row["identical"]
     assert len(row["samples"]["rev"]) == len(row["samples"]["this"]) == 2 and row["ratio"] > 0
     assert report["only_in_one"] == [] and report["environment"]["nvrtc"]
+
+
+def test_a_revision_git_does_not_know_is_a_clear_exit(tmp_path):
+    compile_ab = load_script("benchmarks", "compile_ab")
+    with pytest.raises(SystemExit, match="git archive no-such-revision failed"):
+        compile_ab.programs_of("no-such-revision", "baseline")
