@@ -1,5 +1,5 @@
 // Forward product, stream family: the pipelined square kernel (${stages} cp.async stages) whose tiles' slices
-// are shared out evenly over the grid, partials merged in WORK (pipelined.cuh: stream-K):
+// are shared out evenly over the grid, partials merged in WORK (streamed.cuh: stream-K):
 // ${name}
 extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(
     const ${T}* __restrict__ A, const ${T}* __restrict__ B, ${T}* __restrict__ C, int* __restrict__ IDX,
@@ -7,7 +7,7 @@ extern "C" __global__ void __launch_bounds__(${threads}, ${min_blocks}) ${name}(
     i64 c_sn, i64 batches, i64 d1, i64 d2, i64 a0, i64 a1, i64 a2, i64 b0, i64 b1, i64 b2, i64 values_offset,
     i64 index_offset) {
   const tg::Batch bt{d1, d2, a0, a1, a2, b0, b1, b2};
-  tg::PipelinedKernel<${semiring}, ${T}, ${argmax}, ${a_row}, ${b_row}, ${bm}, ${bn}, ${bk}, ${tm}, ${tn}, ${unroll},
-                      ${stages}, ${smem_bytes}>::run_streamed(A, B, C, IDX, WORK, M, N, K, a_sm, a_sk, b_sk, b_sn,
+  tg::StreamedKernel<${semiring}, ${T}, ${argmax}, ${a_row}, ${b_row}, ${bm}, ${bn}, ${bk}, ${tm}, ${tn}, ${unroll},
+                     ${stages}, ${smem_bytes}>::run(A, B, C, IDX, WORK, M, N, K, a_sm, a_sk, b_sk, b_sn,
                                                               c_sm, c_sn, batches, bt, values_offset, index_offset);
 }

@@ -13,7 +13,8 @@
 //   tiles.cuh      operand geometry (Batch, Vec16), the argmax slice record, the TileLoader;
 //   square.cuh     the register-staged forward kernel and argmax_resolve;
 //   staged.cuh     cp.async copies and an operand's slice staged in dynamic shared memory;
-//   pipelined.cuh  the square family's cp.async kernel, and the stream family's (stream-K);
+//   pipelined.cuh  the square family's cp.async kernel;
+//   streamed.cuh   the stream family's: the cp.async kernel with stream-K;
 //   skinny.cuh     the forward kernel for skinny products;
 //   thin.cuh       the forward kernel for thin products (short K, short side);
 //   backward.cuh   the gradient scatters;

@@ -24,7 +24,7 @@ from tropical_gemm.jit import source
 from tropical_gemm.jit.source import TileShape, tile_shape
 from test_pipelined_host_kernel import ALL_LAYOUTS, fresh_plans, operand  # noqa: F401 (a fixture)
 
-_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "staged.cuh", "pipelined.cuh")
+_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "staged.cuh", "pipelined.cuh", "streamed.cuh")
 _LAUNCH = r"""
 extern "C" void launch_streamed(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
                                 unsigned char* WORK, const long long* s) {
@@ -161,8 +161,8 @@ def test_stream_k_only_where_the_square_family_leaves_slots_empty_or_takes_waves
 
 @pytest.mark.parametrize("tiles", [1, 7, 132, 264])
 def test_stream_k_never_takes_a_product_one_slice_deep(tiles):
-    """The stream kernel leaves out the one-slice argmax (pipelined.cuh: accumulate<false>), so no plan may send it
-    a K of one slice, whatever the square family would leave empty."""
+    """The stream kernel (streamed.cuh) leaves out the one-slice argmax (pipelined.cuh: accumulate<false>), so no plan
+    may send it a K of one slice, whatever the square family would leave empty."""
     for shape in (TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2), TileShape(128, 128, 16, 8, 8, 1, stages=3)):
         for k in (1, shape.bk // 2, shape.bk):
             for argmax in (False, True):

@@ -31,7 +31,7 @@ _SEMIRING_TYPES = {s.name: device_type(s) for s in CATALOGUE}
 #: The program's headers, in order; "semirings.cuh" is generated (``functors.py``), the rest are
 #: files of ``cuda_src/`` (``preamble.cuh`` has the map of what each holds).
 HEADERS: tuple[str, ...] = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh", "staged.cuh",
-                            "pipelined.cuh", "skinny.cuh", "thin.cuh", "backward.cuh")
+                            "pipelined.cuh", "streamed.cuh", "skinny.cuh", "thin.cuh", "backward.cuh")
 GENERATED_HEADER = "semirings.cuh"
 
 

@@ -179,7 +179,7 @@ def _sliced_time(tiles: int, k: int, slots: int, splits: int) -> float:
 
 
 class StreamWork(NamedTuple):
-    """A stream-K launch (pipelined.cuh): its grid, and its workspace.
+    """A stream-K launch (streamed.cuh): its grid, and its workspace.
 
     The workspace starts with one int32 counter per tile, which must be zero
     at the launch (``counter_bytes`` of it); two partial tiles per block
