@@ -32,6 +32,21 @@ namespace tg {
 // values bit for bit, ⊕ being exact and associative, and the same slice for
 // argmax_resolve to search); a product one slice deep compares every
 // candidate instead and needs no resolve.
+// An output tile's batch, and its row and column among its batch's tiles_m × tiles_n tiles, from its number:
+// SWIZZLE rows of tiles at a time, column by column within the group, so that the blocks resident together
+// share B's column panels in L2.  The stream-K fixup (stream_fixup.cu) finds a tile the same way.
+constexpr int SWIZZLE = 8;
+struct TilePlace {
+  i64 batch, row, col;
+};
+__device__ inline TilePlace tile_place(i64 tile, i64 tiles_m, i64 tiles_n) {
+  const i64 batch = tile / (tiles_m * tiles_n), in_batch = tile % (tiles_m * tiles_n);
+  const i64 group = in_batch / (SWIZZLE * tiles_n), first_row = group * SWIZZLE;
+  const i64 rows_here = tiles_m - first_row < SWIZZLE ? tiles_m - first_row : SWIZZLE;
+  const i64 in_group = in_batch % (SWIZZLE * tiles_n);
+  return TilePlace{batch, first_row + in_group % rows_here, in_group / rows_here};
+}
+
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
           int STAGES, int SMEM_BYTES>
 struct PipelinedKernel {
@@ -39,7 +54,6 @@ struct PipelinedKernel {
   static constexpr int THREADS = (BM / TM) * (BN / TN);
   static constexpr bool A_LK = A_ROW, B_LK = !B_ROW;
   static constexpr int KG = (A_LK && B_LK) ? V / 2 : V;
-  static constexpr int SWIZZLE = 8;
   static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
   static_assert(KG >= 1 && BK % KG == 0 && TM % V == 0 && TN % V == 0, "whole groups and 16-byte runs");
   static_assert(STAGES >= 2, "one slice in flight while one is computed");
@@ -249,14 +263,10 @@ struct PipelinedKernel {
     i64 batch, m0, n0;
   };
 
-  // Output tile `tile`'s batch and corner: SWIZZLE rows of tiles at a time, column by column within the
-  // group, so that the blocks resident together share B's column panels in L2.
+  // Output tile `tile`'s batch and corner (tile_place).
   __device__ static Place place(const Problem& p, i64 tile) {
-    const i64 batch = tile / (p.tiles_m * p.tiles_n), in_batch = tile % (p.tiles_m * p.tiles_n);
-    const i64 group = in_batch / (SWIZZLE * p.tiles_n), first_row = group * SWIZZLE;
-    const i64 rows_here = p.tiles_m - first_row < SWIZZLE ? p.tiles_m - first_row : SWIZZLE;
-    const i64 in_group = in_batch % (SWIZZLE * p.tiles_n);
-    return Place{batch, (first_row + in_group % rows_here) * BM, (in_group / rows_here) * BN};
+    const TilePlace at = tile_place(tile, p.tiles_m, p.tiles_n);
+    return Place{at.batch, at.row * BM, at.col * BN};
   }
 
   // acc from the zero, and idx without a winner.

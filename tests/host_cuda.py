@@ -101,20 +101,19 @@ def build_library(source: str, path: Path) -> ctypes.CDLL:
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 
 
-def forward_builder(folder: Path, headers: tuple[str, ...], launcher: str):
+def forward_builder(folder: Path, headers: tuple[str, ...], launcher: str, companion=lambda spec: ""):
     """``get(spec)``: the host build of a forward spec's fragment (its entry point renamed ``forward``, ``T_`` its
-    C type) with the named headers and ``launcher``'s ``extern "C"`` functions, built once per rendered text
-    (the tests that swap a tile shape keep the spec)."""
+    C type) with the named headers, ``companion(spec)``'s code (kernels it launches with) and ``launcher``'s
+    ``extern "C"`` functions, built once per rendered text (the tests that swap a tile shape keep the spec)."""
     from tropical_gemm.jit.source import fragment, header_sources
 
     built: dict[str, ctypes.CDLL] = {}
 
     def get(spec):
-        rendered = fragment(spec)
+        rendered = fragment(spec).replace(spec.name, "forward") + companion(spec)
         if rendered not in built:
             text = "".join(body + "\n" for name, body in header_sources() if name in headers)
-            program = (SHIM + text + rendered.replace(spec.name, "forward") + f"typedef {C_TYPES[spec.dtype]} T_;\n"
-                       + LAUNCH + launcher)
+            program = SHIM + text + rendered + f"typedef {C_TYPES[spec.dtype]} T_;\n" + LAUNCH + launcher
             built[rendered] = build_library(program, folder / f"{spec.name}_{len(built)}")
         return built[rendered]
 

@@ -1,13 +1,13 @@
-"""The stream family's kernel (``cuda_src/forward_streamed.cu``: stream-K), built for the host, against the CPU engine.
+"""The stream family's kernel (``cuda_src/forward_streamed.cu``: stream-K) and its fixup (``stream_fixup.cu``),
+built for the host, against the CPU engine.
 
-Built with the shim of ``host_cuda`` (blocks run one after another, so the
-last contributor of a tile to finish is its last block), it runs on numpy
-memory with the plan the CUDA engine makes (``plan_forward``, which takes the
-stream family where a product's tiles would leave the last wave part
-empty), so the shares of slices, the tiles run whole before them, the
+Built with the shim of ``host_cuda`` (blocks run one after another), they
+run on numpy memory with the plans the CUDA engine makes (``plan_forward``,
+which takes the stream family where a product's tiles would leave the last
+wave part empty), so the shares of slices, the tiles run whole, the
 partials' slots and their merge in k order are checked bit for bit on any
-machine.  The workspace is filled with garbage but for its counters, as the
-engine zeroes only those: a merge that read a slot nobody wrote would show.
+machine.  The workspace is filled with garbage, as the engine leaves it: a
+fixup that read a slot nobody wrote would show.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import host_cuda
 import tropical_gemm as tg
 from tropical_gemm.engines.cuda.plan import StreamWork, plan_forward, stream_work
-from tropical_gemm.jit import source
+from tropical_gemm.jit import make_spec, source
 from tropical_gemm.jit.source import TileShape, tile_shape
 from test_pipelined_host_kernel import ALL_LAYOUTS, fresh_plans, operand  # noqa: F401 (a fixture)
 
@@ -31,6 +31,11 @@ extern "C" void launch_streamed(long long grid, long long block, const void* A, 
   launch(grid, block, [=] { forward((const T_*)A, (const T_*)B, (T_*)C, IDX, WORK, s[0], s[1], s[2], s[3], s[4],
                                     s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
                                     s[17], s[18], s[19]); });
+}
+extern "C" void launch_fixup(long long grid, long long block, const void* P, const int* PI, void* C, int* IDX,
+                             const long long* s) {
+  launch(grid, block, [=] { fixup((const T_*)P, PI, (T_*)C, IDX, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+                                  s[8], s[9], s[10]); });
 }
 """
 #: Small tiles, so that host-sized products have several tiles and many slices.
@@ -52,8 +57,14 @@ def small_stream_tiles(monkeypatch, fresh_plans):
 
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory):
-    """Each spec's host build, built on first use."""
-    return host_cuda.forward_builder(tmp_path_factory.mktemp("streamed"), _HEADERS, _LAUNCH)
+    """Each stream spec's host build, with its dtype's fixup, built on first use."""
+    return host_cuda.forward_builder(tmp_path_factory.mktemp("streamed"), _HEADERS, _LAUNCH, _fixup_of)
+
+
+def _fixup_of(spec) -> str:
+    """The fixup fragment that follows ``spec``'s stream kernel, its entry point renamed ``fixup``."""
+    fixup = make_spec("stream_fixup", spec.semiring, spec.dtype)
+    return source.fragment(fixup).replace(fixup.name, "fixup")
 
 
 def streamed_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, sms: int, argmax: bool = False):
@@ -65,14 +76,20 @@ def streamed_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, 
     c = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=a.dtype)
     idx = np.full(c.shape, -7, dtype=np.int32)
     work = np.full(plan.work.nbytes, 0xA7, dtype=np.uint8)
-    work[:plan.work.counter_bytes] = 0
     first, second = (b, a) if plan.swap_operands else (a, b)
+    kernels = host_kernels(plan.product.spec)
     scalars = np.array(plan.product.scalars, dtype=np.int64)
-    host_kernels(plan.product.spec).launch_streamed(
+    c_idx = ctypes.c_void_p(idx.ctypes.data if argmax else None)
+    kernels.launch_streamed(
         ctypes.c_longlong(plan.product.grid), ctypes.c_longlong(plan.product.block),
-        *(ctypes.c_void_p(x.ctypes.data) for x in (first, second, c)),
-        ctypes.c_void_p(idx.ctypes.data if argmax else None), ctypes.c_void_p(work.ctypes.data),
+        *(ctypes.c_void_p(x.ctypes.data) for x in (first, second, c)), c_idx, ctypes.c_void_p(work.ctypes.data),
         ctypes.c_void_p(scalars.ctypes.data))
+    fixup_scalars = np.array(plan.fixup.scalars, dtype=np.int64)
+    kernels.launch_fixup(
+        ctypes.c_longlong(plan.fixup.grid), ctypes.c_longlong(plan.fixup.block),
+        ctypes.c_void_p(work.ctypes.data + plan.work.values_offset),
+        ctypes.c_void_p(work.ctypes.data + plan.work.index_offset if argmax else None),
+        ctypes.c_void_p(c.ctypes.data), c_idx, ctypes.c_void_p(fixup_scalars.ctypes.data))
     return c, idx, plan
 
 
@@ -140,11 +157,11 @@ def test_stream_k_batches_broadcast(host_kernels):
     np.testing.assert_array_equal(got, tg.matmul(a, b, "max_plus"))
 
 
-def test_stream_work_lays_out_counters_then_two_partials_per_block():
+def test_stream_work_lays_out_two_partials_per_block_then_their_argmaxes():
     shape = TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)
     work = stream_work(56, 3000, 132, shape, 4, True, 224, 264)
-    assert work == StreamWork(grid=264, counter_bytes=56 * 4, values_offset=256,
-                              index_offset=256 + 2 * 264 * 128 * 128 * 4, nbytes=256 + 2 * 2 * 264 * 128 * 128 * 4)
+    assert work == StreamWork(grid=264, values_offset=0, index_offset=2 * 264 * 128 * 128 * 4,
+                              nbytes=2 * 2 * 264 * 128 * 128 * 4)
     assert stream_work(56, 3000, 132, shape, 4, False, 224, 264).nbytes == work.index_offset
 
 

@@ -18,7 +18,7 @@ from ..semirings import (COUNTING_VALUE_DTYPES, counting_semirings, find_countin
                          get_semiring, semirings)
 
 OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
-                         "backward_ordered_b", "combine", "combine_resolve", "merge", "fill", "gather",
+                         "backward_ordered_b", "combine", "combine_resolve", "merge", "stream_fixup", "fill", "gather",
                          "gather_index", "transpose", "argmax_offset", "reduce", "walk", "widen", "narrow",
                          "count_forward", "pack_bits")
 """Forward products, plain and with the argmax; the second phase of the
@@ -28,7 +28,8 @@ ordered scatters, one per operand, of the deterministic mode; and the small
 kernels around them, so that no product path makes CuPy compile a kernel of
 its own: ⊕ of K slices with their argmax (``combine``; ``combine_resolve``
 also resolves the square tiles' argmax, for the whole product), of two partial
-products (``merge``, for Dask), the K = 0 result (``fill``), strided copies
+products (``merge``, for Dask), of the partial tiles of a stream-K
+product (``stream_fixup``), the K = 0 result (``fill``), strided copies
 into contiguous buffers (``gather``; ``gather_index`` to int32; ``transpose``,
 a matrix's transpose through shared-memory tiles, for the argmax
 resolves) and a chunk's

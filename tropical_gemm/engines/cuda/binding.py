@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from ...jit import driver, get_function, tiers
-from .plan import ForwardPlan, Plan
+from .plan import ForwardPlan, Plan, StreamWork
 
 
 class Launchable(Protocol):
@@ -62,7 +62,7 @@ def bind_tuned(plan: ForwardPlan, device: int) -> tuple[Launchable, ...]:
     """The tuned product, then the argmax resolve if the tile needs one (reading B's copy if the plan has one)."""
     product = bind(plan.product, device)
     if plan.work is not None:
-        product = StreamedProduct(product, plan.work.counter_bytes, device)
+        product = StreamedProduct(product, bind(plan.fixup, device), plan.work)
     if plan.resolve is None:
         return (product,)
     resolve = bind(plan.resolve, device)
@@ -81,19 +81,19 @@ def launch_forward(kernels: tuple[Launchable, ...], addresses: tuple, stream: "i
 
 
 class StreamedProduct:
-    """A stream-K product: its tiles' counters zeroed at the start of the scratch memory, then the kernel,
-    which takes the scratch memory as its workspace (``plan.StreamWork``)."""
+    """A stream-K product: the kernel, which takes the scratch memory as its workspace (``plan.StreamWork``),
+    then the fixup, which merges the partial tiles it left there into C."""
 
-    __slots__ = ("product", "counter_bytes", "context")
+    __slots__ = ("product", "fixup", "values", "indices")
 
-    def __init__(self, product: Launchable, counter_bytes: int, device: int) -> None:
-        self.product, self.counter_bytes = product, counter_bytes
-        self.context = driver.primary_context(device)
+    def __init__(self, product: Launchable, fixup: Launchable, work: StreamWork) -> None:
+        self.product, self.fixup = product, fixup
+        self.values, self.indices = work.values_offset, work.index_offset
 
     def launch(self, addresses: tuple, stream: "int | None" = None, scratch: int = 0) -> None:
-        with driver.on_context(self.context):
-            driver.memset_async(scratch, self.counter_bytes, driver.default_stream() if stream is None else stream)
         self.product.launch((*addresses, scratch), stream)
+        c, idx = addresses[2:]
+        self.fixup.launch((scratch + self.values, scratch + self.indices if idx else 0, c, idx), stream)
 
 
 class CopiedResolve:

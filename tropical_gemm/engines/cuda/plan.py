@@ -74,7 +74,8 @@ class ForwardPlan(NamedTuple):
     ``b_copy``: the resolve reads B transposed (k-contiguous), which this
     launch writes, from B, into scratch memory at ``b_copy_offset``.
     ``work``: the product is the stream family's, whose workspace starts the
-    scratch memory.  ``scratch_bytes``: all the scratch memory a launch takes.
+    scratch memory, and ``fixup`` merges the tiles its blocks cut between
+    them.  ``scratch_bytes``: all the scratch memory a launch takes.
     """
 
     product: Plan
@@ -85,6 +86,7 @@ class ForwardPlan(NamedTuple):
     b_copy: Plan | None = None
     scratch_bytes: int = 0
     work: "StreamWork | None" = None
+    fixup: Plan | None = None
 
     @property
     def b_copy_offset(self) -> int:
@@ -97,8 +99,9 @@ class ForwardPlan(NamedTuple):
 
     @property
     def companions(self) -> tuple[KernelSpec, ...]:
-        """Kernels launched after the product's own: the argmax resolve, if the tile needs one, and B's copy."""
-        return tuple(plan.spec for plan in (self.b_copy, self.resolve) if plan is not None)
+        """Kernels launched after the product's own: the stream-K fixup, B's copy and the argmax resolve, where
+        the plan has them."""
+        return tuple(plan.spec for plan in (self.fixup, self.b_copy, self.resolve) if plan is not None)
 
     def without_resolve(self) -> "ForwardPlan":
         """The product alone: its argmax left as recorded, for a later launch to resolve."""
@@ -179,16 +182,15 @@ def _sliced_time(tiles: int, k: int, slots: int, splits: int) -> float:
 
 
 class StreamWork(NamedTuple):
-    """A stream-K launch (streamed.cuh): its grid, and its workspace.
+    """A stream-K launch (streamed.cuh): its grid, its workspace, and the fixup that merges its cut tiles.
 
-    The workspace starts with one int32 counter per tile, which must be zero
-    at the launch (``counter_bytes`` of it); two partial tiles per block
-    follow at ``values_offset``, and their argmaxes at ``index_offset`` (if
-    any): ``nbytes`` in all.
+    The workspace holds two partial tiles per block from ``values_offset``,
+    and their argmaxes at ``index_offset`` (if any): ``nbytes`` in all.
+    Nothing in it needs clearing: the fixup reads only the partials the
+    kernel wrote.
     """
 
     grid: int
-    counter_bytes: int
     values_offset: int
     index_offset: int
     nbytes: int
@@ -205,8 +207,8 @@ def stream_work(tiles: int, k: int, sms: int, shape: TileShape, itemsize: int, a
 
     Stream-K shares every tile's slices out evenly over one wave of blocks,
     so it fills the SMs whatever the tile count; its price is the partial
-    tiles' store and merge, and a main loop a few percent slower
-    (benchmarks/stream_k.py).  It is taken where the output's tiles fit in
+    tiles' store and merge (a launch of its own: ``stream_fixup``), and a
+    main loop a few percent slower (benchmarks/stream_k.py).  It is taken where the output's tiles fit in
     one wave, each block gets at least ``_STREAM_MIN_SLICES`` slices, and the
     square family's blocks, K slices included (``square_blocks`` for
     ``square_slots`` resident at once), would leave over ``1 -
@@ -221,11 +223,20 @@ def stream_work(tiles: int, k: int, sms: int, shape: TileShape, itemsize: int, a
     if (tiles > slots or slices < _STREAM_MIN_SLICES * slots or slices >= 2**31
             or (square_waves == 1 and square_blocks >= _SQUARE_FILLED * square_slots)):
         return None
-    counter_bytes = tiles * 4
     partials = 2 * slots * shape.bm * shape.bn
-    values_offset = aligned(counter_bytes)
-    index_offset = aligned(values_offset + partials * itemsize)
-    return StreamWork(slots, counter_bytes, values_offset, index_offset, index_offset + (partials * 4 if argmax else 0))
+    index_offset = aligned(partials * itemsize)
+    return StreamWork(slots, 0, index_offset, index_offset + (partials * 4 if argmax else 0))
+
+
+def stream_fixup(work: StreamWork, semiring: str, dtype: str, shape: TileShape, scalars: tuple[int, ...]) -> Plan:
+    """The launch that merges a stream-K product's cut tiles (stream_fixup.cu): a block per stream block.
+
+    ``scalars``: the stream kernel's forward scalars (M, N, K, strides, batches, ...).
+    """
+    m, n, k, _, _, _, _, c_sm, c_sn, batches = scalars[:10]
+    return Plan(make_spec("stream_fixup", semiring, dtype), work.grid, ELEMENTWISE_THREADS,
+                (m, n, c_sm, c_sn, batches, -(-m // shape.bm), -(-n // shape.bn), -(-k // shape.bk), shape.bm,
+                 shape.bn, work.grid))
 
 
 #: Stream-K's conditions (``stream_work``), from benchmarks/stream_k.py on an H200: where the square family's K
@@ -310,13 +321,15 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, operands,
                        (shape.bk,))
     baseline = make_spec(op, semiring, dtype, tile="baseline")
+    fixup = None
     if work is None:
         product = Plan(spec, min(tiles, GRID_LIMIT), shape.threads, scalars, shared_bytes=dynamic_shared_bytes(spec))
     else:
         product = Plan(spec, work.grid, shape.threads, scalars + work.scalars, shared_bytes=dynamic_shared_bytes(spec))
+        fixup = stream_fixup(work, semiring, dtype, shape, scalars)
     return ForwardPlan(
         product=product, resolve=resolve, baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
-        swap_operands=transpose, splits=splits, b_copy=b_copy, scratch_bytes=scratch_bytes, work=work,
+        swap_operands=transpose, splits=splits, b_copy=b_copy, scratch_bytes=scratch_bytes, work=work, fixup=fixup,
     )
 
 
