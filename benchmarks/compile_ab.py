@@ -12,6 +12,9 @@ byte-identical in both are reported as such.
 
     python benchmarks/compile_ab.py REV [--only REGEX] [--pairs 3] [--out benchmarks/results]
 
+REV may also be a folder holding another checkout (its files, say from ``git archive``), for a machine
+without the repository's history.
+
 To time with the NVRTC of another machine (the device host's), unpack that
 ``nvidia-cuda-nvrtc`` wheel into a folder and put the folder first on
 ``PYTHONPATH`` and its ``nvidia/cu13/lib`` on ``LD_LIBRARY_PATH``: the
@@ -50,19 +53,26 @@ def programs(only: str) -> dict[str, list]:
 
 
 def programs_of(rev: str, only: str) -> dict[str, list]:
-    """``programs`` of revision ``rev`` of this repository, from its own ``tropical_gemm`` in a child process."""
+    """``programs`` of revision ``rev`` of this repository (or of the checkout in folder ``rev``), from its own
+    ``tropical_gemm`` in a child process."""
+    if Path(rev).is_dir():
+        return _programs_in(rev, rev, only)
     with tempfile.TemporaryDirectory(prefix="tg-compile-ab-") as folder:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True)
         if archive.returncode:
             raise SystemExit(f"git archive {rev} failed: {archive.stderr.decode(errors='replace').strip()}")
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(folder, filter="tar")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, os.environ.get("PYTHONPATH", "")])}
-        child = subprocess.run([sys.executable, __file__, "--programs", only], env=env, capture_output=True,
-                               text=True, cwd=folder)
-        if child.returncode:
-            raise SystemExit(f"revision {rev}'s tropical_gemm could not list its programs:\n{child.stderr.strip()}")
-        return json.loads(child.stdout)
+        return _programs_in(folder, rev, only)
+
+
+def _programs_in(folder: str, rev: str, only: str) -> dict[str, list]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.run([sys.executable, __file__, "--programs", only], env=env, capture_output=True, text=True,
+                           cwd=folder)
+    if child.returncode:
+        raise SystemExit(f"revision {rev}'s tropical_gemm could not list its programs:\n{child.stderr.strip()}")
+    return json.loads(child.stdout)
 
 
 def compile_seconds(name: str, program: list) -> float:
@@ -115,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     isolate_caches()
     return run_and_save(__doc__, argv, "compile-ab", run, table,
-                        {"rev": {"help": "the git revision to compare this checkout with"},
+                        {"rev": {"help": "the git revision (or a folder holding a checkout) to compare this checkout with"},
                          "--only": {"default": "", "help": "kernels whose name matches this regular expression"},
                          "--pairs": {"type": int, "default": 3, "help": "compiles of each version per kernel"}})
 

@@ -10,9 +10,11 @@ slices shared out evenly over one wave of resident blocks.  This times each case
   "stream").
 
 float32 max_plus, plain and with argmax, each as CUDA-graph replays of 20 ``matmul`` calls into
-preallocated outputs (the kernels' time, not the host's); T = 2·M·N·K per second.
+preallocated outputs (the kernels' time, not the host's); T = 2·M·N·K per second.  The engine's schedule alone
+also runs 1000×3000×777 in the other stream kernels: int32 and float64, and float32 with a column-major
+operand.  ``--label`` names a checkout's run, to compare commits.
 
-    python benchmarks/stream_k.py [--out DIR]
+    python benchmarks/stream_k.py [--label L] [--out DIR]
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 import numpy as np
 
 from ceilings import time_gpu
-from results_file import run_and_save
+from results_file import LABEL_OPTION, run_and_save
 from throughput import environment
 
 import tropical_gemm as tg
@@ -31,6 +33,8 @@ from tropical_gemm.engines.cuda import plan as planning, prepared
 #: (batches, M, K, N): the issue's odd shapes, square products of one wave or less, and the batched case.
 SHAPES = [(1, 1000, 3000, 777), (1, 3000, 1000, 2047), (1, 1024, 1024, 1024), (1, 1024, 4096, 1024),
           (1, 2048, 2048, 2048), (256, 256, 256, 256), (1, 4096, 4096, 4096)]
+#: (dtype, A's order, B's order) of 1000×3000×777 under the engine's schedule alone: its other stream kernels.
+ENGINE_CASES = [("int32", "C", "C"), ("float64", "C", "C"), ("float32", "C", "F"), ("float32", "F", "C")]
 SHIPPED_STREAM, SHIPPED_SPLITS = planning.stream_work, planning.k_splits
 
 
@@ -46,18 +50,30 @@ def _time(a, b, argmax: bool) -> float:
     import cupy as cp
 
     shape = (*a.shape[:-1], b.shape[-1])
-    out = (cp.empty(shape, np.float32), cp.empty(shape, np.int32)) if argmax else cp.empty(shape, np.float32)
+    out = (cp.empty(shape, a.dtype), cp.empty(shape, np.int32)) if argmax else cp.empty(shape, a.dtype)
     return time_gpu(lambda: tg.matmul(a, b, argmax=argmax, out=out), reps=20, graph=True)
 
 
 def _plan(a, b, argmax: bool, sms: int) -> planning.ForwardPlan:
     strides = [tuple(s // x.itemsize for s in x.strides) for x in (a, b)]
     batch = a.shape[:-2]
-    return planning.plan_forward(a.shape, strides[0], b.shape, strides[1], batch, "float32", "max_plus", argmax, sms,
-                                 True)
+    return planning.plan_forward(a.shape, strides[0], b.shape, strides[1], batch, a.dtype.name, "max_plus", argmax,
+                                 sms, True)
 
 
-def run() -> dict:
+def _row(a, b, argmax: bool, name: str, sms: int, **tags) -> dict:
+    """One case under schedule ``name``, timed."""
+    _schedule(name)
+    plan = _plan(a, b, argmax, sms)
+    seconds = _time(a, b, argmax)
+    batches = int(np.prod(a.shape[:-2]))
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    return {"shape": [batches, m, k, n], "argmax": argmax, "schedule": name, "family": plan.spec.tile,
+            "splits": plan.splits, "kernel": plan.spec.name, **tags, "seconds": seconds,
+            "tops": 2 * batches * m * n * k / seconds / 1e12}
+
+
+def run(label: str) -> dict:
     import cupy as cp
 
     rng = np.random.default_rng(0)
@@ -70,25 +86,24 @@ def run() -> dict:
             a = cp.asarray(rng.integers(-99, 99, (*batch, m, k)).astype(np.float32))
             b = cp.asarray(rng.integers(-99, 99, (*batch, k, n)).astype(np.float32))
             for argmax in (False, True):
-                for name in ("tiles", "split-k", "stream-k"):
-                    _schedule(name)
-                    plan = _plan(a, b, argmax, sms)
-                    seconds = _time(a, b, argmax)
-                    rows.append({"shape": [batches, m, k, n], "argmax": argmax, "schedule": name,
-                                 "family": plan.spec.tile, "splits": plan.splits,
-                                 "seconds": seconds, "tops": 2 * batches * m * n * k / seconds / 1e12})
+                rows += [_row(a, b, argmax, name, sms) for name in ("tiles", "split-k", "stream-k")]
+        for dtype, a_order, b_order in ENGINE_CASES:
+            a = cp.asarray(rng.integers(-99, 99, (1000, 3000)).astype(dtype), order=a_order)
+            b = cp.asarray(rng.integers(-99, 99, (3000, 777)).astype(dtype), order=b_order)
+            rows += [_row(a, b, argmax, "stream-k", sms, orders=a_order + b_order) for argmax in (False, True)]
     finally:
         _schedule("stream-k")
-    return {"environment": env, "rows": rows}
+    return {"environment": env, "label": label, "rows": rows}
 
 
 def table(report: dict) -> list[str]:
-    lines = ["| batches×M×K×N | argmax | schedule | family | K slices | µs | T ops/s |", "|---|---|---|---|---|---|---|"]
+    lines = ["| batches×M×K×N | argmax | schedule | kernel | K slices | µs | T ops/s |",
+             "|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
-        lines.append(f"| {'x'.join(map(str, r['shape']))} | {r['argmax']} | {r['schedule']} | {r['family']} "
+        lines.append(f"| {'x'.join(map(str, r['shape']))} | {r['argmax']} | {r['schedule']} | {r['kernel']} "
                      f"| {r['splits']} | {r['seconds'] * 1e6:.1f} | {r['tops']:.2f} |")
     return lines
 
 
 if __name__ == "__main__":
-    sys.exit(run_and_save(__doc__, None, "stream-k", run, table))
+    sys.exit(run_and_save(__doc__, None, "stream-k", run, table, LABEL_OPTION))
