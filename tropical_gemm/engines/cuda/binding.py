@@ -92,8 +92,8 @@ class StreamedProduct:
 
     def launch(self, addresses: tuple, stream: "int | None" = None, scratch: int = 0) -> None:
         self.product.launch((*addresses, scratch), stream)
-        c, idx = addresses[2:]
-        self.fixup.launch((scratch + self.values, scratch + self.indices if idx else 0, c, idx), stream)
+        # the partials' argmaxes are read only where the product has one (IDX not null)
+        self.fixup.launch((scratch + self.values, scratch + self.indices, *addresses[2:]), stream)
 
 
 class CopiedResolve:
