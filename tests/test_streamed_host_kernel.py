@@ -35,7 +35,7 @@ extern "C" void launch_streamed(long long grid, long long block, const void* A, 
 extern "C" void launch_fixup(long long grid, long long block, const void* P, const int* PI, void* C, int* IDX,
                              const long long* s) {
   launch(grid, block, [=] { fixup((const T_*)P, PI, (T_*)C, IDX, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
-                                  s[8], s[9], s[10]); });
+                                  s[8], s[9], s[10], s[11]); });
 }
 """
 #: Small tiles, so that host-sized products have several tiles and many slices.

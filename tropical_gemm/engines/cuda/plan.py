@@ -229,14 +229,20 @@ def stream_work(tiles: int, k: int, sms: int, shape: TileShape, itemsize: int, a
 
 
 def stream_fixup(work: StreamWork, semiring: str, dtype: str, shape: TileShape, scalars: tuple[int, ...]) -> Plan:
-    """The launch that merges a stream-K product's cut tiles (stream_fixup.cu): a block per stream block.
+    """The launch that merges a stream-K product's cut tiles (stream_fixup.cu): a block per band of
+    ``_FIXUP_ROWS`` rows of the tile each stream block finished.
 
     ``scalars``: the stream kernel's forward scalars (M, N, K, strides, batches, ...).
     """
     m, n, k, _, _, _, _, c_sm, c_sn, batches = scalars[:10]
-    return Plan(make_spec("stream_fixup", semiring, dtype), work.grid, ELEMENTWISE_THREADS,
+    parts = -(-shape.bm // _FIXUP_ROWS)
+    return Plan(make_spec("stream_fixup", semiring, dtype), work.grid * parts, ELEMENTWISE_THREADS,
                 (m, n, c_sm, c_sn, batches, -(-m // shape.bm), -(-n // shape.bn), -(-k // shape.bk), shape.bm,
-                 shape.bn, work.grid))
+                 shape.bn, work.grid, parts))
+
+
+#: Rows of a cut tile per fixup block: 1,024 outputs of a 128-wide tile, four a thread.
+_FIXUP_ROWS = 8
 
 
 #: Stream-K's conditions (``stream_work``), from benchmarks/stream_k.py on an H200: where the square family's K
