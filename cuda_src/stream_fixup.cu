@@ -19,20 +19,37 @@ extern "C" __global__ void __launch_bounds__(${threads}) ${name}(
     const i64 band = (bm + parts - 1) / parts, r0 = (job % parts) * band, m0 = at.row * bm + r0, n0 = at.col * bn;
     const int rows = (int)min(min(band, bm - r0), M - m0), cols = (int)min(bn, N - n0), width = (int)bn;
     const i64 out = at.batch * M * N;
-    for (int e = threadIdx.x; e < rows * width; e += blockDim.x) {
-      const int r = e / width, c = e - r * width;
-      if (c >= cols) continue;
-      const i64 in_tile = (r0 + r) * bn + c;
-      ${T} best = SR::template zero<${T}>();
-      int winner = -1;
-      for (i64 from = lo; from <= b; ++from) {
-        const i64 at_part = (from == lo ? lo_slot : 2 * from) * bm * bn + in_tile;
-        const ${T} v = P[at_part];
-        if (IDX != nullptr && SR::template better<${T}>(v, best)) winner = PI[at_part];
-        best = SR::template add<${T}>(best, v);
+    // GROUP outputs a thread: their partials' loads, independent, are in flight together.
+    constexpr int GROUP = 4;
+    for (int e0 = threadIdx.x; e0 < rows * width; e0 += GROUP * blockDim.x) {
+      ${T} best[GROUP];
+      int winner[GROUP];
+      i64 in_tile[GROUP];
+      bool live[GROUP];
+#pragma unroll
+      for (int q = 0; q < GROUP; ++q) {
+        const int e = e0 + q * blockDim.x, r = e / width, c = e - r * width;
+        live[q] = e < rows * width && c < cols;
+        in_tile[q] = live[q] ? (r0 + r) * bn + c : 0;
+        best[q] = SR::template zero<${T}>();
+        winner[q] = -1;
       }
-      C[out + (m0 + r) * c_sm + (n0 + c) * c_sn] = tg::canonical(best);
-      if (IDX != nullptr) IDX[out + (m0 + r) * c_sm + (n0 + c) * c_sn] = winner;
+      for (i64 from = lo; from <= b; ++from) {
+        const i64 part = (from == lo ? lo_slot : 2 * from) * bm * bn;
+#pragma unroll
+        for (int q = 0; q < GROUP; ++q) {
+          const ${T} v = P[part + in_tile[q]];
+          if (IDX != nullptr && SR::template better<${T}>(v, best[q])) winner[q] = PI[part + in_tile[q]];
+          best[q] = SR::template add<${T}>(best[q], v);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < GROUP; ++q) {
+        if (!live[q]) continue;
+        const int e = e0 + q * blockDim.x, r = e / width, c = e - r * width;
+        C[out + (m0 + r) * c_sm + (n0 + c) * c_sn] = tg::canonical(best[q]);
+        if (IDX != nullptr) IDX[out + (m0 + r) * c_sm + (n0 + c) * c_sn] = winner[q];
+      }
     }
   }
 }
