@@ -22,9 +22,10 @@ namespace tg {
 // loads, it made ptxas spill the main loop's registers and took a third of
 // the kernel's compile.
 //
-// Workspace, laid out by the host: two partial tiles per block (the first
-// and the last tile of its share: those between are whole), each BM × BN
-// values in the tile's row-major order; then their argmaxes, alike.
+// Workspace, laid out by the host: a FixupJob per block; two partial tiles
+// per block (the first and the last tile of its share: those between are
+// whole), each BM × BN values in the tile's row-major order; then their
+// argmaxes, alike.
 struct StreamShares {
   i64 iters, blocks;  // the launch's slices (tiles × k_tiles) and blocks
   // The first slice of block b's share; the block whose share holds slice `it`: the last whose share starts
@@ -34,6 +35,14 @@ struct StreamShares {
   // The slot of block b's partial of tile u: 2b for the first tile of b's share, 2b + 1 for its last.
   __device__ i64 slot(i64 b, i64 u, i64 k_tiles) const { return 2 * b + (first(b) / k_tiles != u); }
 };
+
+// What the fixup does for stream block b, which the block works out (its 64-bit divisions, a few thousand
+// cycles, would stall each fixup block before its loads): the tile b's share starts inside, where b finishes it
+// (lo: the tile's first contributor, lo_slot: that one's slot of it; its corner batch, m0, n0); else lo is -1.
+struct FixupJob {
+  i64 lo, lo_slot, batch, m0, n0;
+};
+static_assert(sizeof(FixupJob) == 40, "engines/cuda/plan.py: FIXUP_JOB_BYTES");
 
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
           int STAGES, int SMEM_BYTES>
@@ -59,6 +68,15 @@ struct StreamedKernel : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK,
       }
   }
 
+  __device__ static FixupJob fixup_job(const Problem& p, const StreamShares& shares) {
+    const i64 start = shares.first(blockIdx.x), tile = start / p.k_tiles;
+    if (start % p.k_tiles == 0 || shares.owner((tile + 1) * p.k_tiles - 1) != blockIdx.x)
+      return FixupJob{-1, 0, 0, 0, 0};
+    const i64 lo = shares.owner(tile * p.k_tiles);
+    const Place at = Base::place(p, tile);
+    return FixupJob{lo, shares.slot(lo, tile, p.k_tiles), at.batch, at.m0, at.n0};
+  }
+
   // The stream family's launch: this block's share of every tile's slices (fewer than 2**31 in all: the
   // host's stream_work), a tile's part at a time.
   __device__ static void run(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
@@ -72,6 +90,7 @@ struct StreamedKernel : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK,
     // it stayed live through the main loop, whose accumulators it pushed out to local memory instead.
     volatile int iters = (int)(p.tiles_m * p.tiles_n * batches * p.k_tiles);
     volatile int next = (int)StreamShares{iters, gridDim.x}.first(blockIdx.x);
+    if (threadIdx.x == 0) reinterpret_cast<FixupJob*>(WORK)[blockIdx.x] = fixup_job(p, {iters, gridDim.x});
     for (;;) {
       const StreamShares shares{iters, gridDim.x};
       const int it = next, end = (int)shares.first(blockIdx.x + 1);

@@ -32,10 +32,9 @@ extern "C" void launch_streamed(long long grid, long long block, const void* A, 
                                     s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
                                     s[17], s[18], s[19]); });
 }
-extern "C" void launch_fixup(long long grid, long long block, const void* P, const int* PI, void* C, int* IDX,
+extern "C" void launch_fixup(long long grid, long long block, const unsigned char* WORK, void* C, int* IDX,
                              const long long* s) {
-  launch(grid, block, [=] { fixup((const T_*)P, PI, (T_*)C, IDX, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
-                                  s[8], s[9], s[10], s[11]); });
+  launch(grid, block, [=] { fixup(WORK, (T_*)C, IDX, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9]); });
 }
 """
 #: Small tiles, so that host-sized products have several tiles and many slices.
@@ -86,9 +85,7 @@ def streamed_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, 
         ctypes.c_void_p(scalars.ctypes.data))
     fixup_scalars = np.array(plan.fixup.scalars, dtype=np.int64)
     kernels.launch_fixup(
-        ctypes.c_longlong(plan.fixup.grid), ctypes.c_longlong(plan.fixup.block),
-        ctypes.c_void_p(work.ctypes.data + plan.work.values_offset),
-        ctypes.c_void_p(work.ctypes.data + plan.work.index_offset if argmax else None),
+        ctypes.c_longlong(plan.fixup.grid), ctypes.c_longlong(plan.fixup.block), ctypes.c_void_p(work.ctypes.data),
         ctypes.c_void_p(c.ctypes.data), c_idx, ctypes.c_void_p(fixup_scalars.ctypes.data))
     return c, idx, plan
 
@@ -157,11 +154,12 @@ def test_stream_k_batches_broadcast(host_kernels):
     np.testing.assert_array_equal(got, tg.matmul(a, b, "max_plus"))
 
 
-def test_stream_work_lays_out_two_partials_per_block_then_their_argmaxes():
+def test_stream_work_lays_out_the_fixup_jobs_then_two_partials_per_block_then_their_argmaxes():
     shape = TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)
     work = stream_work(56, 3000, 132, shape, 4, True, 224, 264)
-    assert work == StreamWork(grid=264, values_offset=0, index_offset=2 * 264 * 128 * 128 * 4,
-                              nbytes=2 * 2 * 264 * 128 * 128 * 4)
+    jobs = 10752  # a FixupJob of 40 bytes per block, 10,560 bytes rounded up to 256
+    assert work == StreamWork(grid=264, values_offset=jobs, index_offset=jobs + 2 * 264 * 128 * 128 * 4,
+                              nbytes=jobs + 2 * 2 * 264 * 128 * 128 * 4)
     assert stream_work(56, 3000, 132, shape, 4, False, 224, 264).nbytes == work.index_offset
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from ...jit import driver, get_function, tiers
-from .plan import ForwardPlan, Plan, StreamWork
+from .plan import ForwardPlan, Plan
 
 
 class Launchable(Protocol):
@@ -62,7 +62,7 @@ def bind_tuned(plan: ForwardPlan, device: int) -> tuple[Launchable, ...]:
     """The tuned product, then the argmax resolve if the tile needs one (reading B's copy if the plan has one)."""
     product = bind(plan.product, device)
     if plan.work is not None:
-        product = StreamedProduct(product, bind(plan.fixup, device), plan.work)
+        product = StreamedProduct(product, bind(plan.fixup, device))
     if plan.resolve is None:
         return (product,)
     resolve = bind(plan.resolve, device)
@@ -84,16 +84,14 @@ class StreamedProduct:
     """A stream-K product: the kernel, which takes the scratch memory as its workspace (``plan.StreamWork``),
     then the fixup, which merges the partial tiles it left there into C."""
 
-    __slots__ = ("product", "fixup", "values", "indices")
+    __slots__ = ("product", "fixup")
 
-    def __init__(self, product: Launchable, fixup: Launchable, work: StreamWork) -> None:
+    def __init__(self, product: Launchable, fixup: Launchable) -> None:
         self.product, self.fixup = product, fixup
-        self.values, self.indices = work.values_offset, work.index_offset
 
     def launch(self, addresses: tuple, stream: "int | None" = None, scratch: int = 0) -> None:
         self.product.launch((*addresses, scratch), stream)
-        # the partials' argmaxes are read only where the product has one (IDX not null)
-        self.fixup.launch((scratch + self.values, scratch + self.indices, *addresses[2:]), stream)
+        self.fixup.launch((scratch, *addresses[2:]), stream)
 
 
 class CopiedResolve:

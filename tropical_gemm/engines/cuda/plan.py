@@ -184,10 +184,11 @@ def _sliced_time(tiles: int, k: int, slots: int, splits: int) -> float:
 class StreamWork(NamedTuple):
     """A stream-K launch (streamed.cuh): its grid, its workspace, and the fixup that merges its cut tiles.
 
-    The workspace holds two partial tiles per block from ``values_offset``,
-    and their argmaxes at ``index_offset`` (if any): ``nbytes`` in all.
-    Nothing in it needs clearing: the fixup reads only the partials the
-    kernel wrote.
+    The workspace holds a job for the fixup per block (``FIXUP_JOB_BYTES``),
+    two partial tiles per block from ``values_offset``, and their argmaxes at
+    ``index_offset`` (if any): ``nbytes`` in all.  Nothing in it needs
+    clearing: every block writes its job, and the fixup reads only the
+    partials the kernel wrote.
     """
 
     grid: int
@@ -224,21 +225,25 @@ def stream_work(tiles: int, k: int, sms: int, shape: TileShape, itemsize: int, a
             or (square_waves == 1 and square_blocks >= _SQUARE_FILLED * square_slots)):
         return None
     partials = 2 * slots * shape.bm * shape.bn
-    index_offset = aligned(partials * itemsize)
-    return StreamWork(slots, 0, index_offset, index_offset + (partials * 4 if argmax else 0))
+    values_offset = aligned(slots * FIXUP_JOB_BYTES)
+    index_offset = aligned(values_offset + partials * itemsize)
+    return StreamWork(slots, values_offset, index_offset, index_offset + (partials * 4 if argmax else 0))
+
+
+#: The size of streamed.cuh's ``FixupJob``: five 64-bit integers.
+FIXUP_JOB_BYTES = 40
 
 
 def stream_fixup(work: StreamWork, semiring: str, dtype: str, shape: TileShape, scalars: tuple[int, ...]) -> Plan:
     """The launch that merges a stream-K product's cut tiles (stream_fixup.cu): a block per band of
     ``_FIXUP_ROWS`` rows of the tile each stream block finished.
 
-    ``scalars``: the stream kernel's forward scalars (M, N, K, strides, batches, ...).
+    ``scalars``: the stream kernel's forward scalars (M, N, K, strides, ...).
     """
-    m, n, k, _, _, _, _, c_sm, c_sn, batches = scalars[:10]
+    m, n, _, _, _, _, _, c_sm, c_sn = scalars[:9]
     parts = -(-shape.bm // _FIXUP_ROWS)
     return Plan(make_spec("stream_fixup", semiring, dtype), work.grid * parts, ELEMENTWISE_THREADS,
-                (m, n, c_sm, c_sn, batches, -(-m // shape.bm), -(-n // shape.bn), -(-k // shape.bk), shape.bm,
-                 shape.bn, work.grid, parts))
+                (work.values_offset, work.index_offset, m, n, c_sm, c_sn, shape.bm, shape.bn, work.grid, parts))
 
 
 #: Rows of a cut tile per fixup block: 1,024 outputs of a 128-wide tile, four a thread.
