@@ -90,7 +90,6 @@ struct StreamedKernel : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK,
     // it stayed live through the main loop, whose accumulators it pushed out to local memory instead.
     volatile int iters = (int)(p.tiles_m * p.tiles_n * batches * p.k_tiles);
     volatile int next = (int)StreamShares{iters, gridDim.x}.first(blockIdx.x);
-    if (threadIdx.x == 0) reinterpret_cast<FixupJob*>(WORK)[blockIdx.x] = fixup_job(p, {iters, gridDim.x});
     for (;;) {
       const StreamShares shares{iters, gridDim.x};
       const int it = next, end = (int)shares.first(blockIdx.x + 1);
@@ -108,6 +107,8 @@ struct StreamedKernel : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK,
         put_partial(reinterpret_cast<T*>(WORK + values_offset), reinterpret_cast<int*>(WORK + index_offset),
                     StreamShares{iters, gridDim.x}.slot(blockIdx.x, tile, p.k_tiles), ty, tx, acc, idx);
     }
+    // Once the share is done: at the start, its divisions held the whole block back.
+    if (threadIdx.x == 0) reinterpret_cast<FixupJob*>(WORK)[blockIdx.x] = fixup_job(p, {iters, gridDim.x});
   }
 };
 
