@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from ...jit import driver, get_function, tiers
+from ...jit import get_function, tiers
 from .plan import ForwardPlan, Plan
 
 

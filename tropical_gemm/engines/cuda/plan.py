@@ -182,7 +182,7 @@ def _sliced_time(tiles: int, k: int, slots: int, splits: int) -> float:
 
 
 class StreamWork(NamedTuple):
-    """A stream-K launch (streamed.cuh): its grid, its workspace, and the fixup that merges its cut tiles.
+    """A stream-K launch (streamed.cuh): its grid and its workspace, which the fixup (``stream_fixup``) reads.
 
     The workspace holds a job for the fixup per block (``FIXUP_JOB_BYTES``),
     two partial tiles per block from ``values_offset``, and their argmaxes at
@@ -209,14 +209,14 @@ def stream_work(tiles: int, k: int, sms: int, shape: TileShape, itemsize: int, a
     Stream-K shares every tile's slices out evenly over one wave of blocks,
     so it fills the SMs whatever the tile count; its price is the partial
     tiles' store and merge (a launch of its own: ``stream_fixup``), and a
-    main loop a few percent slower (benchmarks/stream_k.py).  It is taken where the output's tiles fit in
-    one wave, each block gets at least ``_STREAM_MIN_SLICES`` slices, and the
-    square family's blocks, K slices included (``square_blocks`` for
-    ``square_slots`` resident at once), would leave over ``1 -
-    _SQUARE_FILLED`` of a wave's slots empty or take more than one wave
-    (each of which pays a block's fixed costs again): 1000×3000×777's 56
-    tiles of 128×128 in 4 K slices fill 224 of 264 slots; its argmax's, of
-    one block an SM, take 3 waves of 7 slices.
+    main loop a few percent slower (benchmarks/stream_k.py).  It is taken
+    where the output's tiles fit in one wave, each block gets at least
+    ``_STREAM_MIN_SLICES`` slices, and the square family's blocks, K slices
+    included (``square_blocks`` for ``square_slots`` resident at once),
+    would leave over ``1 - _SQUARE_FILLED`` of a wave's slots empty or take
+    more than one wave (each of which pays a block's fixed costs again):
+    1000×3000×777's 56 tiles of 128×128 in 4 K slices fill 224 of 264 slots;
+    its argmax's, of one block an SM, take 3 waves of 7 slices.
     """
     slots = sms * shape.min_blocks
     slices = tiles * -(-k // shape.bk)
