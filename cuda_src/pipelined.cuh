@@ -286,42 +286,45 @@ struct PipelinedKernel {
   template <bool ONE_SLICE>
   __device__ static void accumulate(Smem& s, const Problem& p, const Place& at, i64 kt0, i64 kt1, int ty, int tx,
                                     T (&acc)[TM][TN], int (&idx)[TM][TN]) {
-    const i64 K = p.K;
     i64 a_off, b_off;
     p.bt.offsets(at.batch, a_off, b_off);
     typename StageA::Cursor ca;
     typename StageB::Cursor cb;
-    StageA::aim(ca, p.A + a_off, at.m0, p.M, p.a_sm, p.a_sk, p.a_vec);
-    StageB::aim(cb, p.B + b_off, at.n0, p.N, p.b_sn, p.b_sk, p.b_vec);
+    StageA::aim(ca, s.a[0], p.A + a_off, at.m0, p.M, p.a_sm, p.a_sk, p.a_vec);
+    StageB::aim(cb, s.b[0], p.B + b_off, at.n0, p.N, p.b_sn, p.b_sk, p.b_vec);
     ca.p += kt0 * ca.advance;
     cb.p += kt0 * cb.advance;
-    // The cursors' next slice into stage buf.  Every thread commits a group per slice, empty past
-    // the last, so that "at most STAGES - 2 groups pending" always means "this slice has landed".
-    auto stage = [&](i64 kt) {
-      if (kt < kt1) {
-        StageA::copy(s.a[kt % STAGES], ca, K - kt * BK);
-        StageB::copy(s.b[kt % STAGES], cb, K - kt * BK);
+    // Slices counted from kt0 in 32 bits (a tile's slices fit), the last one `steps_last` deep and
+    // the others BK.
+    const int slices = (int)(kt1 - kt0), steps_last = p.K - (kt1 - 1) * BK < BK ? (int)(p.K - (kt1 - 1) * BK) : BK;
+    auto steps_of = [&](int t) { return t == slices - 1 ? steps_last : BK; };
+    // The cursors' slice t into its stage.  Every thread commits a group per slice, empty past the
+    // last, so that "at most STAGES - 2 groups pending" always means "this slice has landed".
+    auto stage = [&](int t) {
+      if (t < slices) {
+        StageA::copy(t % STAGES, ca, steps_of(t));
+        StageB::copy(t % STAGES, cb, steps_of(t));
       }
       copies_issued();
     };
     clear(acc, idx);
 #pragma unroll
-    for (int d = 0; d < STAGES - 1; ++d) stage(kt0 + d);
-    for (i64 kt = kt0; kt < kt1; ++kt) {
+    for (int d = 0; d < STAGES - 1; ++d) stage(d);
+    for (int t = 0; t < slices; ++t) {
       copies_landed<STAGES - 2>();
-      const int buf = (int)(kt % STAGES);
-      // All of slice kt is in shared memory, and every thread is done with slice kt - 1,
-      // whose stage the next copy overwrites.
+      const int buf = t % STAGES, steps = steps_of(t);
+      // All of slice t is in shared memory, and every thread is done with slice t - 1, whose stage the
+      // next copy overwrites.
       bool wild = false;
       if constexpr (EXACT) {
-        const bool tame = StageA::template copies_tame<SR>(s.a[buf], ca, K - kt * BK) &
-                          StageB::template copies_tame<SR>(s.b[buf], cb, K - kt * BK);
+        const bool tame = StageA::template copies_tame<SR>(s.a[buf], ca, steps) &
+                          StageB::template copies_tame<SR>(s.b[buf], cb, steps);
         wild = __syncthreads_or(!tame);
       } else {
         __syncthreads();
       }
-      stage(kt + STAGES - 1);
-      const int steps = K - kt * BK < BK ? (int)(K - kt * BK) : BK;
+      stage(t + STAGES - 1);
+      const i64 kt = kt0 + t;
       if constexpr (EXACT) {  // constexpr: the other kernels do not instantiate the exact path at all
         if (wild) {
           exact(buf, steps, kt, ARGMAX && ONE_SLICE && p.k_tiles == 1, ty, tx, acc, idx);

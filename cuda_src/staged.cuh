@@ -22,11 +22,23 @@ __device__ __forceinline__ unsigned char* dynamic_shared() {
 // stores to shared memory in the instruction stream.  Before sm_80 the same
 // calls copy synchronously, so the kernel is correct on every architecture.
 
-// BYTES (4, 8 or 16) from src to smem; with VALID < BYTES the rest is zero-filled (16-byte copies only).
-template <int BYTES>
-__device__ __forceinline__ void copy_async(void* smem, const void* src, int valid = BYTES) {
+// Where a copy lands in shared memory: its address in the shared window where cp.async takes one (sm_80
+// and later), which a thread works out once per output tile and then offsets by constants (converted per
+// copy, it cost each copy a read of the CTA id and three instructions more); elsewhere a pointer.
 #if __CUDA_ARCH__ >= 800
-  const unsigned to = (unsigned)__cvta_generic_to_shared(smem);
+typedef unsigned SharedSpot;
+__device__ __forceinline__ SharedSpot shared_spot(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+#else
+typedef unsigned char* SharedSpot;
+__device__ __forceinline__ SharedSpot shared_spot(const void* p) {
+  return static_cast<unsigned char*>(const_cast<void*>(p));
+}
+#endif
+
+// BYTES (4, 8 or 16) from src to `to`; with VALID < BYTES the rest is zero-filled (16-byte copies only).
+template <int BYTES>
+__device__ __forceinline__ void copy_async(SharedSpot to, const void* src, int valid = BYTES) {
+#if __CUDA_ARCH__ >= 800
   if constexpr (BYTES == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src), "r"(valid));
   } else {
@@ -35,13 +47,20 @@ __device__ __forceinline__ void copy_async(void* smem, const void* src, int vali
 #else
   if constexpr (BYTES == 16) {
     const unsigned char* from = static_cast<const unsigned char*>(src);
-    unsigned char* into = static_cast<unsigned char*>(smem);
-    for (int i = 0; i < 16; ++i) into[i] = i < valid ? from[i] : 0;
+    for (int i = 0; i < 16; ++i) to[i] = i < valid ? from[i] : 0;
   } else if constexpr (BYTES == 8) {
-    *static_cast<unsigned long long*>(smem) = *static_cast<const unsigned long long*>(src);
+    *reinterpret_cast<unsigned long long*>(to) = *static_cast<const unsigned long long*>(src);
   } else {
-    *static_cast<unsigned*>(smem) = *static_cast<const unsigned*>(src);
+    *reinterpret_cast<unsigned*>(to) = *static_cast<const unsigned*>(src);
   }
+#endif
+}
+// 16 bytes from src to `to`, all of them inside the operand.
+__device__ __forceinline__ void copy_async_whole(SharedSpot to, const void* src) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src));
+#else
+  copy_async<16>(to, src);
 #endif
 }
 __device__ __forceinline__ void copies_issued() {
@@ -86,67 +105,85 @@ struct StagedOperand {
   // happens there, and each slice only bumps the pointer (the square kernel's TileLoader does the same).
   // VEC: the contiguous axis has stride 1 and every V-run of it starts 16-byte aligned, so a copy moves V
   // elements; else one.  Copy r of a thread is LINE_K: line `line + r * (THREADS / (BK / unit))`, ks `kk..`;
-  // otherwise: k `kk + r * (THREADS / (LINES / unit))`, lines `line..`.
+  // otherwise: k `kk + r * (THREADS / (LINES / unit))`, lines `line..`.  Either way it lands r rows of
+  // the stage after its first, `to` in stage 0.
   struct Cursor {
     const T* p;
     i64 step, advance;
-    int line, kk, room;  // room: lines of the run left inside the operand (k-line), clamped to V
-    unsigned ok;         // bit r: copy r's line is inside the operand (LINE_K)
-    bool vec;
+    SharedSpot to;
+    int line, kk, room;  // room: bytes of the run inside the operand (k-line), clamped to 16
+    // Bit r: copy r's line is inside the operand (LINE_K); VEC_BIT: the copies move V elements (kept here
+    // rather than in a bool of its own, which ptxas spilled and read back from local memory every slice).
+    unsigned ok;
+    __device__ bool vec() const { return ok >> VEC_BIT; }
   };
+  static constexpr int VEC_BIT = 31;
+  static_assert(LINES * BK / THREADS < VEC_BIT, "a bit of Cursor::ok for each copy");
   template <int UNIT>
-  __device__ static void aim(Cursor& c, const T* p, i64 line0, i64 lines, i64 ls, i64 ks) {
+  static constexpr int run_step = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+  template <int UNIT>
+  __device__ static void aim(Cursor& c, const Tile& stage0, const T* p, i64 line0, i64 lines, i64 ls, i64 ks) {
     constexpr int PER = LINES * BK / UNIT / THREADS;
-    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
     c.line = LINE_K ? threadIdx.x / (BK / UNIT) : (threadIdx.x % (LINES / UNIT)) * UNIT;
     c.kk = LINE_K ? (threadIdx.x % (BK / UNIT)) * UNIT : threadIdx.x / (LINES / UNIT);
     c.p = p + (line0 + c.line) * ls + c.kk * ks;
-    c.step = (i64)RUN_STEP * (LINE_K ? ls : ks);
+    c.step = (i64)run_step<UNIT> * (LINE_K ? ls : ks);
     c.advance = (i64)BK * ks;
+    c.to = shared_spot(LINE_K ? &stage0[c.line][c.kk] : &stage0[c.kk][c.line]);
     const i64 room = lines - (line0 + c.line);
-    c.room = room <= 0 ? 0 : (room < V ? (int)room : V);
-    c.ok = 0;
+    c.room = (room <= 0 ? 0 : (room < V ? (int)room : V)) * (int)sizeof(T);
+    c.ok = UNIT == V ? 1u << VEC_BIT : 0u;
 #pragma unroll
-    for (int r = 0; r < PER; ++r) c.ok |= (unsigned)(LINE_K ? line0 + c.line + r * RUN_STEP < lines : room > 0) << r;
+    for (int r = 0; r < PER; ++r)
+      c.ok |= (unsigned)(LINE_K ? line0 + c.line + r * run_step<UNIT> < lines : room > 0) << r;
   }
-  __device__ static void aim(Cursor& c, const T* p, i64 line0, i64 lines, i64 ls, i64 ks, bool vec) {
-    c.vec = vec;
-    if (vec) aim<V>(c, p, line0, lines, ls, ks);
-    else aim<1>(c, p, line0, lines, ls, ks);
+  __device__ static void aim(Cursor& c, const Tile& stage0, const T* p, i64 line0, i64 lines, i64 ls, i64 ks,
+                             bool vec) {
+    if (vec) aim<V>(c, stage0, p, line0, lines, ls, ks);
+    else aim<1>(c, stage0, p, line0, lines, ls, ks);
   }
 
   // CHECK_K: the slice is the last, with k_left (< BK) ks in the operand; ks past them are not copied.
   // The copies of one element each (operands not 16-byte aligned) stay a loop: unrolled, their code was
   // near half of a kernel's compile.
-  template <int UNIT, bool CHECK_K>
-  __device__ static void copy(Tile& s, const Cursor& c, int k_left) {
+  // WHOLE: every run is 16 bytes inside the operand, so the copies pass no size.
+  template <int UNIT, bool CHECK_K, bool WHOLE>
+  __device__ static void copy_runs(int stage, const Cursor& c, int k_left) {
     constexpr int PER = LINES * BK / UNIT / THREADS;
-    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
     constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
+    const SharedSpot to = c.to + stage * (int)sizeof(Tile);
 #pragma unroll UNROLLED
     for (int r = 0; r < PER; ++r) {
-      const int line = LINE_K ? c.line + r * RUN_STEP : c.line, kk = LINE_K ? c.kk : c.kk + r * RUN_STEP;
-      const int left = k_left - kk;
-      T* to = LINE_K ? &s[line][kk] : &s[kk][line];
+      const int left = k_left - (LINE_K ? c.kk : c.kk + r * run_step<UNIT>);
+      const SharedSpot at = to + r * run_step<UNIT> * COLS * (int)sizeof(T);
       if (((c.ok >> r) & 1) && (!CHECK_K || left > 0)) {
         if constexpr (UNIT == 1) {
-          copy_async<sizeof(T)>(to, c.p + r * c.step);
+          copy_async<sizeof(T)>(at, c.p + r * c.step);
+        } else if constexpr (WHOLE) {
+          copy_async_whole(at, c.p + r * c.step);
         } else {
-          const int run = LINE_K ? (CHECK_K && left < V ? left : V) : c.room;
-          copy_async<16>(to, c.p + r * c.step, run * (int)sizeof(T));
+          const int run = LINE_K ? (left < V ? left : V) * (int)sizeof(T) : c.room;
+          copy_async<16>(at, c.p + r * c.step, run);
         }
       }
     }
   }
+  // Runs are whole in a full slice of a [line][k] operand, and of a [k][line] one where this thread's
+  // run lies inside it (all but the threads at the operand's last lines).
+  template <int UNIT, bool CHECK_K>
+  __device__ static void copy(int stage, const Cursor& c, int k_left) {
+    if (UNIT == V && !CHECK_K && (LINE_K || c.room == 16)) copy_runs<UNIT, CHECK_K, UNIT == V && !CHECK_K>(stage, c, k_left);
+    else copy_runs<UNIT, CHECK_K, false>(stage, c, k_left);
+  }
   // Whether the values this thread copied into s (as copy<UNIT, CHECK_K> did) are all tame: the exact
   // integer path's check.  Every staged value is some thread's copy, so the block's OR of the answers
   // covers the slice; a thread's own cp.async copies are visible to it once copies_landed has returned.
-  // One variant serves full and last slices (k_left clamped to BK): a compare a copy costs less than a
+  // One variant serves full and last slices (k_left: at most BK): a compare a copy costs less than a
   // second copy of the check in the kernel's code.
   template <class SR, int UNIT>
   __device__ static bool copies_tame(const Tile& s, const Cursor& c, int k_left) {
     constexpr int PER = LINES * BK / UNIT / THREADS;
-    constexpr int RUN_STEP = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+    constexpr int RUN_STEP = run_step<UNIT>;
     constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
     bool tame = true;
 #pragma unroll UNROLLED
@@ -166,23 +203,22 @@ struct StagedOperand {
     return tame;
   }
   template <class SR>
-  __device__ static bool copies_tame(const Tile& s, const Cursor& c, i64 k_left) {
-    const int left = k_left < BK ? (int)k_left : BK;
-    return c.vec ? copies_tame<SR, V>(s, c, left) : copies_tame<SR, 1>(s, c, left);
+  __device__ static bool copies_tame(const Tile& s, const Cursor& c, int k_left) {
+    return c.vec() ? copies_tame<SR, V>(s, c, k_left) : copies_tame<SR, 1>(s, c, k_left);
   }
 
   // One value of the slice, by its line and k.
   __device__ static T at(const Tile& s, int line, int kk) { return LINE_K ? s[line][kk] : s[kk][line]; }
 
-  // The cursor's slice into s (k_left: the operand's ks from the slice's first), then the cursor onto the
-  // next slice.
-  __device__ static void copy(Tile& s, Cursor& c, i64 k_left) {
-    if (k_left >= BK) {
-      if (c.vec) copy<V, false>(s, c, BK);
-      else copy<1, false>(s, c, BK);
+  // The cursor's slice into stage `stage` (k_left: the operand's ks from the slice's first, at most BK),
+  // then the cursor onto the next slice.
+  __device__ static void copy(int stage, Cursor& c, int k_left) {
+    if (k_left == BK) {
+      if (c.vec()) copy<V, false>(stage, c, BK);
+      else copy<1, false>(stage, c, BK);
     } else {
-      if (c.vec) copy<V, true>(s, c, (int)k_left);
-      else copy<1, true>(s, c, (int)k_left);
+      if (c.vec()) copy<V, true>(stage, c, k_left);
+      else copy<1, true>(stage, c, k_left);
     }
     c.p += c.advance;
   }

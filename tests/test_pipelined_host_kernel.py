@@ -106,6 +106,29 @@ def test_every_layout_and_alignment_matches_the_cpu_engine(host_kernels, dtype, 
             np.testing.assert_array_equal(got, want, err_msg=f"{a_layout} {b_layout} offset {offset}")
 
 
+def padded(rng: np.random.Generator, rows: int, cols: int, dtype: str, layout: str) -> np.ndarray:
+    """A rows × cols view in ``layout`` whose contiguous axis is padded to 16 bytes: 16-byte runs, the last
+    of each line only part inside the operand."""
+    v = 16 // np.dtype(dtype).itemsize
+    if layout == "row":
+        return draw(rng, (rows, -(-cols // v) * v), dtype)[:, :cols]
+    return draw(rng, (cols, -(-rows // v) * v), dtype)[:, :rows].T
+
+
+@pytest.mark.parametrize("dtype,semiring,m,k,n", [("float32", "max_plus", 130, 50, 131),
+                                                  ("float32", "min_plus", 257, 67, 125),
+                                                  ("float64", "max_plus", 67, 35, 69)])
+def test_runs_that_end_past_the_operand_copy_only_what_is_inside(host_kernels, dtype, semiring, m, k, n):
+    """Aligned operands whose lines end part way through a 16-byte run: those runs copy their part (and
+    zeros), every other run all 16 bytes."""
+    rng = np.random.default_rng(m * n + k)
+    for a_layout, b_layout in ALL_LAYOUTS:
+        a, b = padded(rng, m, k, dtype, a_layout), padded(rng, k, n, dtype, b_layout)
+        want = tg.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), semiring)
+        np.testing.assert_array_equal(host_product(host_kernels, a, b, semiring), want,
+                                      err_msg=f"{a_layout} {b_layout}")
+
+
 @pytest.mark.parametrize("semiring", ["max_plus", "min_plus", "max_times"])
 def test_the_exact_integer_path_takes_the_slices_that_need_it(host_kernels, monkeypatch, semiring):
     """int32 ⊗ that saturates: values near the ends of the range in a few slices only, among small ones, so
