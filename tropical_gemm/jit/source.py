@@ -132,7 +132,7 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
 #: ``PIPELINED_SHARED_LIMIT``.  Row-major operands take 128×128 tiles in 32-deep slices, two blocks an SM:
 #: as fast as the 128×256 tile on large cubes, and faster where a product's edges leave tiles part empty
 #: (1000×3000×777, 3000×1000×2047, 256 batches of 256³).  The integer dtypes take the shapes of the floats
-#: of their width, but float64 row-major's 128×128 tile, which was measured for float64 alone.
+#: of their width, but float64 row-major's 64×128 tile, which was measured for float64 alone.
 _SQUARE_128 = TileShape(128, 128, 32, 8, 8, min_blocks=2, stages=2)
 _PIPELINED_4_BYTE = {"rr": _SQUARE_128,
                      "rc": TileShape(256, 128, 16, 16, 8, min_blocks=1, stages=3),
@@ -140,7 +140,10 @@ _PIPELINED_4_BYTE = {"rr": _SQUARE_128,
                      "cc": _SQUARE_128}
 _PIPELINED_8_BYTE = {layouts: TileShape(64, 64, 16, 4, 4, min_blocks=2, stages=4)
                      for layouts in ("rr", "rc", "cr", "cc")}
-_PIPELINED_F64_ROW_MAJOR = TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=2)
+# float64 row-major: 64×128 tiles, 4×8 outputs a thread, two blocks an SM.  The 128×128 tile of one block an SM
+# (252 registers) was as fast until the copies' addresses were worked out once per tile: ptxas then put about 60
+# register moves more in its k loop, and it ran slower (tune-tiles-f64-copies-H200-2026-12-02.json).
+_PIPELINED_F64_ROW_MAJOR = TileShape(64, 128, 16, 4, 8, min_blocks=2, stages=3)
 #: The argmax: the pipelined kernel beat the register-staged one on row-major operands only (by 2.5%, f32);
 #: elsewhere it was as fast or slower (f64; column-major B) or spilled (row-major A, column-major B).
 _PIPELINED_ARGMAX_4_BYTE = TileShape(128, 128, 16, 8, 8, min_blocks=1, stages=3)
