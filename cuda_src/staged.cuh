@@ -172,7 +172,8 @@ struct StagedOperand {
   // run lies inside it (all but the threads at the operand's last lines).
   template <int UNIT, bool CHECK_K>
   __device__ static void copy(int stage, const Cursor& c, int k_left) {
-    if (UNIT == V && !CHECK_K && (LINE_K || c.room == 16)) copy_runs<UNIT, CHECK_K, UNIT == V && !CHECK_K>(stage, c, k_left);
+    constexpr bool FULL_RUNS = UNIT == V && !CHECK_K;
+    if (FULL_RUNS && (LINE_K || c.room == 16)) copy_runs<UNIT, CHECK_K, FULL_RUNS>(stage, c, k_left);
     else copy_runs<UNIT, CHECK_K, false>(stage, c, k_left);
   }
   // Whether the values this thread copied into s (as copy<UNIT, CHECK_K> did) are all tame: the exact
