@@ -59,11 +59,11 @@ _F32_ARGMAX = [None, (128, 128, 16, 8, 8, 1, 0, 3), (128, 128, 32, 8, 8, 1, 0, 2
 _F64_ARGMAX = [None, (64, 64, 16, 4, 4, 2, 0, 3), (64, 64, 8, 4, 4, 2, 0, 4), (128, 64, 16, 8, 4, 1, 0, 3)]
 PIPELINES = [("float32", "forward", "max_plus", 4096, order, _F32) for order in ("C", "F", "CF")]
 PIPELINES += [("float64", "forward", "max_plus", 4096, order, _F64) for order in ("C", "F")]
-PIPELINES += [("int32", "forward", "max_plus", 4096, order, _I32) for order in ("C", "F", "CF")]
+PIPELINES += [("int32", "forward", "max_plus", 4096, order, _I32) for order in ("C", "F", "CF", "FC")]
 PIPELINES += [("int64", "forward", "max_plus", 4096, "C", _I64)]
 PIPELINES += [("float32", "forward_argmax", "max_plus", 4096, order, _F32_ARGMAX) for order in ("C", "F")]
 PIPELINES += [("float64", "forward_argmax", "max_plus", 4096, "C", _F64_ARGMAX)]
-PIPELINES += [("int32", "forward_argmax", "max_plus", 4096, order, _I32_ARGMAX) for order in ("C", "F", "CF")]
+PIPELINES += [("int32", "forward_argmax", "max_plus", 4096, order, _I32_ARGMAX) for order in ("C", "F", "CF", "FC")]
 
 CHILD = r"""
 import json, sys
