@@ -156,9 +156,13 @@ PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
 #: The same, for the products with the exact integer path (int32 and int64 under max_plus, min_plus,
 #: max_times).  The argmax ran 1.36-1.48 times as fast as the register-staged one in every layout (int32,
 #: tune-tiles-exact-argmax-H200-2026-11-28.json); the plain product was no faster, so it keeps that one
-#: (tune-tiles-exact-H200-2026-11-28.json).
+#: (tune-tiles-exact-H200-2026-11-28.json).  Where both operands are [line][k] (row-major A, column-major B)
+#: the argmax's slice loop unrolls 2 of its 8 k groups at a time, not 4: at 4 ptxas spilled registers of both
+#: the square and the stream kernel; at 2 the square kernel does not spill, the stream kernel much less, and
+#: both ran faster (tune-tiles-i32-argmax-spills-H200-2026-12-02.json, docs/performance.md).
 PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
-    ("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE for layouts in ("rr", "rc", "cr", "cc")}
+    **{("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE for layouts in ("rr", "cr", "cc")},
+    ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=2)}
 #: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above),
 #: per (op, itemsize): the pipelined shapes of the other dtypes and layouts of that width.  Stream-K serves
 #: products whose last wave would run part empty, where evening out the SMs' work gains more than a tile
