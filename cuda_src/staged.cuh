@@ -101,17 +101,28 @@ struct StagedOperand {
     return LINE_K ? t + i * (LINES / TL) : (i / V) * (LINES / RUNS) + t * V + (i % V);
   }
 
+  // The line and the k of this thread's first copy of a slice, where copies move UNIT elements: copy r is
+  // LINE_K: line `first_line + r * run_step`, ks `first_k..`; otherwise: k `first_k + r * run_step`,
+  // lines `first_line..`.  Worked out from the thread's index where needed: kept in the cursor, they
+  // were among the registers ptxas spilled in the slice loop of the stream kernels.
+  template <int UNIT>
+  __device__ static int first_line() {
+    return LINE_K ? threadIdx.x / (BK / UNIT) : (threadIdx.x % (LINES / UNIT)) * UNIT;
+  }
+  template <int UNIT>
+  __device__ static int first_k() {
+    return LINE_K ? (threadIdx.x % (BK / UNIT)) * UNIT : threadIdx.x / (LINES / UNIT);
+  }
+
   // Where this thread's copies of a slice start, set once per output tile: all 64-bit address arithmetic
   // happens there, and each slice only bumps the pointer (the square kernel's TileLoader does the same).
   // VEC: the contiguous axis has stride 1 and every V-run of it starts 16-byte aligned, so a copy moves V
-  // elements; else one.  Copy r of a thread is LINE_K: line `line + r * (THREADS / (BK / unit))`, ks `kk..`;
-  // otherwise: k `kk + r * (THREADS / (LINES / unit))`, lines `line..`.  Either way it lands r rows of
-  // the stage after its first, `to` in stage 0.
+  // elements; else one.  Copy r lands r rows of the stage after its first, `to` in stage 0.
   struct Cursor {
     const T* p;
     i64 step, advance;
     SharedSpot to;
-    int line, kk, room;  // room: bytes of the run inside the operand (k-line), clamped to 16
+    int room;  // bytes of the run inside the operand (k-line), clamped to 16
     // Bit r: copy r's line is inside the operand (LINE_K); VEC_BIT: the copies move V elements (kept here
     // rather than in a bool of its own, which ptxas spilled and read back from local memory every slice).
     unsigned ok;
@@ -124,18 +135,17 @@ struct StagedOperand {
   template <int UNIT>
   __device__ static void aim(Cursor& c, const Tile& stage0, const T* p, i64 line0, i64 lines, i64 ls, i64 ks) {
     constexpr int PER = LINES * BK / UNIT / THREADS;
-    c.line = LINE_K ? threadIdx.x / (BK / UNIT) : (threadIdx.x % (LINES / UNIT)) * UNIT;
-    c.kk = LINE_K ? (threadIdx.x % (BK / UNIT)) * UNIT : threadIdx.x / (LINES / UNIT);
-    c.p = p + (line0 + c.line) * ls + c.kk * ks;
+    const int line = first_line<UNIT>(), kk = first_k<UNIT>();
+    c.p = p + (line0 + line) * ls + kk * ks;
     c.step = (i64)run_step<UNIT> * (LINE_K ? ls : ks);
     c.advance = (i64)BK * ks;
-    c.to = shared_spot(LINE_K ? &stage0[c.line][c.kk] : &stage0[c.kk][c.line]);
-    const i64 room = lines - (line0 + c.line);
+    c.to = shared_spot(LINE_K ? &stage0[line][kk] : &stage0[kk][line]);
+    const i64 room = lines - (line0 + line);
     c.room = (room <= 0 ? 0 : (room < V ? (int)room : V)) * (int)sizeof(T);
     c.ok = UNIT == V ? 1u << VEC_BIT : 0u;
 #pragma unroll
     for (int r = 0; r < PER; ++r)
-      c.ok |= (unsigned)(LINE_K ? line0 + c.line + r * run_step<UNIT> < lines : room > 0) << r;
+      c.ok |= (unsigned)(LINE_K ? line0 + line + r * run_step<UNIT> < lines : room > 0) << r;
   }
   __device__ static void aim(Cursor& c, const Tile& stage0, const T* p, i64 line0, i64 lines, i64 ls, i64 ks,
                              bool vec) {
@@ -152,9 +162,10 @@ struct StagedOperand {
     constexpr int PER = LINES * BK / UNIT / THREADS;
     constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
     const SharedSpot to = c.to + stage * (int)sizeof(Tile);
+    const int kk = first_k<UNIT>();
 #pragma unroll UNROLLED
     for (int r = 0; r < PER; ++r) {
-      const int left = k_left - (LINE_K ? c.kk : c.kk + r * run_step<UNIT>);
+      const int left = k_left - (LINE_K ? kk : kk + r * run_step<UNIT>);
       const SharedSpot at = to + r * run_step<UNIT> * COLS * (int)sizeof(T);
       if (((c.ok >> r) & 1) && (!CHECK_K || left > 0)) {
         if constexpr (UNIT == 1) {
@@ -186,10 +197,11 @@ struct StagedOperand {
     constexpr int PER = LINES * BK / UNIT / THREADS;
     constexpr int RUN_STEP = run_step<UNIT>;
     constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
+    const int line0 = first_line<UNIT>(), k0 = first_k<UNIT>();
     bool tame = true;
 #pragma unroll UNROLLED
     for (int r = 0; r < PER; ++r) {
-      const int line = LINE_K ? c.line + r * RUN_STEP : c.line, kk = LINE_K ? c.kk : c.kk + r * RUN_STEP;
+      const int line = LINE_K ? line0 + r * RUN_STEP : line0, kk = LINE_K ? k0 : k0 + r * RUN_STEP;
       const T* at = LINE_K ? &s[line][kk] : &s[kk][line];
       if (((c.ok >> r) & 1) && k_left - kk > 0) {
         if constexpr (UNIT == 1) {

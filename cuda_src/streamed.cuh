@@ -98,14 +98,20 @@ struct StreamedKernel : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK,
       next = it + (int)(kt1 - kt0);
       const i64 tile = it / p.k_tiles;
       const Place at = Base::place(p, tile);
+      // Where the part goes once computed (C at the tile's corner, or the workspace's slot; -1: C), kept in
+      // local memory through its main loop as the schedule's state is: in registers, ptxas pushed values of
+      // the slice loop out to local memory instead.
+      volatile i64 kept_batch = at.batch, kept_m0 = at.m0, kept_n0 = at.n0;
+      volatile i64 kept_slot = kt0 == 0 && kt1 == p.k_tiles ? -1 : shares.slot(blockIdx.x, tile, p.k_tiles);
       T acc[TM][TN];
       int idx[TM][TN];
       Base::template accumulate<false>(s, p, at, kt0, kt1, ty, tx, acc, idx);
-      if (kt0 == 0 && kt1 == p.k_tiles)
-        Base::store(p.out, at, ty, tx, acc, idx);
+      const i64 slot = kept_slot;
+      if (slot < 0)
+        Base::store(p.out, Place{kept_batch, kept_m0, kept_n0}, ty, tx, acc, idx);
       else
         put_partial(reinterpret_cast<T*>(WORK + values_offset), reinterpret_cast<int*>(WORK + index_offset),
-                    StreamShares{iters, gridDim.x}.slot(blockIdx.x, tile, p.k_tiles), ty, tx, acc, idx);
+                    slot, ty, tx, acc, idx);
     }
     // Once the share is done: at the start, its divisions held the whole block back.
     if (threadIdx.x == 0) reinterpret_cast<FixupJob*>(WORK)[blockIdx.x] = fixup_job(p, {iters, gridDim.x});
