@@ -197,11 +197,11 @@ struct StagedOperand {
     constexpr int PER = LINES * BK / UNIT / THREADS;
     constexpr int RUN_STEP = run_step<UNIT>;
     constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
-    const int line0 = first_line<UNIT>(), k0 = first_k<UNIT>();
+    const int first = first_line<UNIT>(), k_first = first_k<UNIT>();
     bool tame = true;
 #pragma unroll UNROLLED
     for (int r = 0; r < PER; ++r) {
-      const int line = LINE_K ? line0 + r * RUN_STEP : line0, kk = LINE_K ? k0 : k0 + r * RUN_STEP;
+      const int line = LINE_K ? first + r * RUN_STEP : first, kk = LINE_K ? k_first : k_first + r * RUN_STEP;
       const T* at = LINE_K ? &s[line][kk] : &s[kk][line];
       if (((c.ok >> r) & 1) && k_left - kk > 0) {
         if constexpr (UNIT == 1) {
