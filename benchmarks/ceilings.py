@@ -12,16 +12,21 @@ algebraically (a constant operand let the compiler merge i32 max_min's
 min-then-max rounds); the 16 updates of a round stay independent.  One multiply-add counts as 2 ops.
 
     python benchmarks/ceilings.py        # prints the table
+    python benchmarks/ceilings.py --occupancy   # max_plus probes at 2-16 warps per scheduler
 
 ``throughput.py`` imports ``measure_ceilings`` and ``measure_bandwidth``.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
+from pathlib import Path
 
 import numpy as np
+
+from results_file import RESULTS, save_report  # benchmarks/ is this script's own directory
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _PROBE = r"""
@@ -117,25 +122,42 @@ def _load_all(source: str, names: list[str]) -> dict[str, object]:
     return {n: load_function(kernel.binary, n, cp.cuda.Device().id) for n in names}
 
 
-def measure_ceilings() -> dict[str, dict[str, float]]:
-    """T tropical ops/s of each (semiring, dtype) ⊗-then-⊕ mix, all SMs busy: ``{semiring: {dtype: T}}``."""
+#: Blocks of 256 threads per SM the ceilings run with: 16 warps per scheduler, as many as an SM holds.
+CEILING_BLOCKS_PER_SM = 8
+
+
+def _probe_tops(kernel, dtype: str, blocks_per_sm: int) -> float:
+    """T ops/s of one probe, launched with ``blocks_per_sm`` blocks of 256 threads on every SM."""
     import cupy as cp
 
+    blocks, threads = cp.cuda.Device().attributes["MultiProcessorCount"] * blocks_per_sm, 256
+    iters = 4096 if np.dtype(dtype).itemsize == 4 else 1024
+    out = cp.empty(blocks * threads, dtype)
+    one = np.dtype(dtype).type(1)
+    seconds = time_gpu(lambda: kernel((blocks,), (threads,), (out, one, one, np.int32(iters))), reps=3)
+    return 2 * 16 * blocks * threads * iters / seconds / 1e12
+
+
+def measure_ceilings() -> dict[str, dict[str, float]]:
+    """T tropical ops/s of each (semiring, dtype) ⊗-then-⊕ mix, all SMs busy: ``{semiring: {dtype: T}}``."""
     import tropical_gemm as tg
 
     pairs = [(sr, dt) for sr in tg.semirings() if not tg.get_semiring(sr).boolean for dt in _C_TYPES]
     functions = _load_all(probe_source(pairs), [probe_name(sr, dt) for sr, dt in pairs])
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    blocks, threads = sms * 8, 256
     ceilings: dict[str, dict[str, float]] = {}
     for sr, dt in pairs:
-        iters = 4096 if np.dtype(dt).itemsize == 4 else 1024
-        kernel = functions[probe_name(sr, dt)]
-        out = cp.empty(blocks * threads, dt)
-        one = np.dtype(dt).type(1)
-        seconds = time_gpu(lambda: kernel((blocks,), (threads,), (out, one, one, np.int32(iters))), reps=3)
-        ceilings.setdefault(sr, {})[dt] = 2 * 16 * blocks * threads * iters / seconds / 1e12
+        ceilings.setdefault(sr, {})[dt] = _probe_tops(functions[probe_name(sr, dt)], dt, CEILING_BLOCKS_PER_SM)
     return ceilings
+
+
+def measure_occupancy(dtypes: tuple[str, ...] = ("float32", "float64", "int32")) -> dict[str, dict[int, float]]:
+    """The max_plus probes at 1 to 8 blocks of 256 threads per SM (2 to 16 warps per scheduler):
+    ``{dtype: {blocks per SM: T}}``.  The ceilings run with 16 warps per scheduler; a kernel whose
+    registers allow 2 blocks an SM has 4, and this says what the probe itself reaches with that few."""
+    pairs = [("max_plus", dt) for dt in dtypes]
+    functions = _load_all(probe_source(pairs), [probe_name(sr, dt) for sr, dt in pairs])
+    return {dt: {n: _probe_tops(functions[probe_name("max_plus", dt)], dt, n) for n in (1, 2, 3, 4, 6, 8)}
+            for dt in dtypes}
 
 
 def measure_bandwidth() -> dict[str, float]:
@@ -155,7 +177,23 @@ def measure_bandwidth() -> dict[str, float]:
     return result
 
 
-def main() -> int:
+def main(argv: "list[str] | None" = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--occupancy", action="store_true",
+                        help="the max_plus probes at 1-8 blocks per SM instead, saved as probe-occupancy-*.json")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.occupancy:
+        from throughput import environment
+
+        curves = measure_occupancy()
+        lines = [f"{'dtype':<8} " + " ".join(f"{n * 2:>3} w" for n in (1, 2, 3, 4, 6, 8))
+                 + "   (T ops/s; warps per scheduler, 256-thread blocks)"]
+        lines += [f"{dt:<8} " + " ".join(f"{t:5.1f}" for t in row.values()) for dt, row in curves.items()]
+        report = {"environment": environment(), "command": "python benchmarks/ceilings.py --occupancy",
+                  "blocks_per_sm_to_tops": curves}
+        save_report(report, args.out, "probe-occupancy", lines)
+        return 0
     ceilings = measure_ceilings()
     print(f"{'semiring':<10}" + "".join(f"{dt:>10}" for dt in _C_TYPES) + "   (T ops/s, register-only chains)")
     for sr, row in ceilings.items():

@@ -7,9 +7,10 @@ share of a block's work; on large cubes it is not, and they show what the
 rest of the kernel costs.  The cases take both operand orders, rows of C
 whose length is a multiple of 16 bytes and rows whose length is not
 (1000×3000×780, ×777), and tiles on C's edges, so that a change to the store
-is timed on each of its paths.
+is timed on each of its paths.  ``--dtype`` keeps one dtype's cases (float64's
+include 4096³, to compare its kernel between commits).
 
-    python benchmarks/tile_store.py [--label L] [--out benchmarks/results]   # GPU
+    python benchmarks/tile_store.py [--label L] [--dtype D] [--out benchmarks/results]   # GPU
 
 Writes ``tile-store-<device>-<date>.json`` (T ops/s = 2·M·N·K per second,
 tiering off, ``throughput.bench_product``'s timing).  Run it in two checkouts
@@ -31,19 +32,20 @@ CASES = [("float32", False, 256, 256, 256, 256, "C"), ("float32", True, 256, 256
          ("float32", False, 1, 2048, 2048, 2048, "C"), ("float32", False, 1, 4096, 4096, 4096, "C"),
          ("float32", False, 1, 2048, 2048, 2048, "F"), ("float32", False, 1, 4096, 4096, 4096, "F"),
          ("float32", True, 1, 2048, 2048, 2048, "C"), ("int32", True, 1, 2048, 2048, 2048, "C"),
-         ("float64", False, 1, 2048, 2048, 2048, "C"), ("float64", False, 64, 256, 256, 256, "C")]
+         ("float64", False, 1, 2048, 2048, 2048, "C"), ("float64", False, 64, 256, 256, 256, "C"),
+         ("float64", False, 1, 4096, 4096, 4096, "C")]
 
 
-def run(label: str) -> dict[str, object]:
+def run(label: str, dtype: "str | None") -> dict[str, object]:
     os.environ.setdefault("TROPICAL_GEMM_TIERED", "0")
     rows = []
-    for dtype, argmax, batch, m, k, n, order in CASES:
-        seconds = throughput.bench_product(m, k, n, dtype, "max_plus", argmax=argmax,
+    for case_dtype, argmax, batch, m, k, n, order in [c for c in CASES if dtype in (None, c[0])]:
+        seconds = throughput.bench_product(m, k, n, case_dtype, "max_plus", argmax=argmax,
                                            batch=(batch,) if batch > 1 else (), order=order)
-        rows.append({"dtype": dtype, "argmax": argmax, "batch": batch, "mkn": [m, k, n], "order": order,
+        rows.append({"dtype": case_dtype, "argmax": argmax, "batch": batch, "mkn": [m, k, n], "order": order,
                      "seconds": seconds, "tops": 2 * batch * m * k * n / seconds / 1e12})
-    return {"environment": throughput.environment(), "label": label, "command": "python benchmarks/tile_store.py",
-            "results": rows}
+    command = "python benchmarks/tile_store.py" + (f" --dtype {dtype}" if dtype else "")
+    return {"environment": throughput.environment(), "label": label, "command": command, "results": rows}
 
 
 def table(report: dict[str, object]) -> list[str]:
@@ -55,7 +57,8 @@ def table(report: dict[str, object]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_and_save(__doc__, argv, "tile-store", run, table, LABEL_OPTION)
+    return run_and_save(__doc__, argv, "tile-store", run, table,
+                        {**LABEL_OPTION, "--dtype": {"help": "only this dtype's cases (e.g. float64)"}})
 
 
 if __name__ == "__main__":
