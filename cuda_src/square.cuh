@@ -323,6 +323,17 @@ __device__ __forceinline__ int first_in_run(const T* __restrict__ a_row, const T
 // resolves the same way, from the slice's start in the whole K.  Every ⊗ is
 // recomputed with the exact rule, which equals the fast rule wherever the
 // first phase used it.
+
+// One k at a time, stopping at the winner (from start to end).
+template <class SR, class T>
+__device__ __forceinline__ int first_attaining_each(const T* __restrict__ a_row, i64 a_sk,
+                                                    const T* __restrict__ b_col, i64 b_sk, T target, i64 start,
+                                                    i64 end) {
+  for (i64 k = start; k < end; ++k)
+    if (SR::template mul_exact<T>(a_row[k * a_sk], b_col[k * b_sk]) == target) return (int)k;
+  return (int)start;  // not reached: the slice holds the winner
+}
+
 template <class SR, class T>
 __device__ __forceinline__ int first_attaining(const T* __restrict__ a_row, i64 a_sk, const T* __restrict__ b_col,
                                                i64 b_sk, T target, i64 start, i64 depth, i64 K) {
@@ -337,11 +348,9 @@ __device__ __forceinline__ int first_attaining(const T* __restrict__ a_row, i64 
     while (hit < 0 && start + V <= end) hit = first_in_run<SR, T, 1>(a_row, b_col, target, start);
     if (hit >= 0) return hit;
   }
-  // One k at a time, stopping at the winner: each k of a strided B is a sector of its own, and loading the
-  // whole slice ahead of the compares measured slower (more sectors) than waiting on each.
-  for (i64 k = start; k < end; ++k)
-    if (SR::template mul_exact<T>(a_row[k * a_sk], b_col[k * b_sk]) == target) return (int)k;
-  return (int)start;  // not reached: the slice holds the winner
+  // Else one k at a time: each k of a strided B is a sector of its own, and loading the whole slice ahead
+  // of the compares measured slower (more sectors) than waiting on each.
+  return first_attaining_each<SR, T>(a_row, a_sk, b_col, b_sk, target, start, end);
 }
 
 template <class SR, class T>
@@ -359,6 +368,54 @@ __device__ void argmax_resolve(const T* __restrict__ A, const T* __restrict__ B,
     bt.offsets(batch, a_off, b_off);
     IDX[at] = first_attaining<SR, T>(A + a_off + m * a_sm, a_sk, B + b_off + n * b_sn, b_sk, C[at], start,
                                      slice_depth, K);
+  }
+}
+
+
+// `lines` lines of an operand (line stride ls, k stride ks), every k of each, into s[line][k] (row pitch
+// `pitch`).  A warp's lanes take consecutive addresses: the lines where they are contiguous, else the ks.
+template <class T>
+__device__ void stage_lines(T* s, const T* __restrict__ p, int lines, int K, i64 ls, i64 ks, int pitch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (ls == 1 && ks != 1) {
+    for (int k = warp; k < K; k += warps)
+      for (int line = lane; line < lines; line += 32) s[line * pitch + k] = p[line + k * ks];
+  } else {
+    for (int line = warp; line < lines; line += warps)
+      for (int k = lane; k < K; k += 32) s[line * pitch + k] = p[line * ls + k * ks];
+  }
+}
+
+// The resolve where a tile of outputs' rows of A and columns of B fit in shared memory (a short K): a
+// block takes `edge` × `edge` outputs of one batch at a time, copies the rows and columns they read, every
+// k, into its dynamic shared memory (`pitch` values a line), and searches each output's slice there.
+// Per output it moves 2·K/edge values, against the two slices an output reads from global memory
+// otherwise; and a row-major B, whose slices cost a sector a k there, is read along its rows.
+template <class SR, class T>
+__device__ void argmax_resolve_staged(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ C,
+                                      int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk,
+                                      i64 b_sn, i64 c_sm, i64 c_sn, i64 batches, const Batch& bt, int slice_depth,
+                                      int edge, int pitch) {
+  T* const a_lines = reinterpret_cast<T*>(dynamic_shared());
+  T* const b_lines = a_lines + edge * pitch;
+  const i64 tiles_m = (M + edge - 1) / edge, tiles_n = (N + edge - 1) / edge;
+  for (i64 tile = blockIdx.x; tile < tiles_m * tiles_n * batches; tile += gridDim.x) {
+    const i64 batch = tile / (tiles_m * tiles_n), m0 = tile / tiles_n % tiles_m * edge, n0 = tile % tiles_n * edge;
+    const int rows = (int)(M - m0 < edge ? M - m0 : edge), cols = (int)(N - n0 < edge ? N - n0 : edge);
+    i64 a_off, b_off;
+    bt.offsets(batch, a_off, b_off);
+    __syncthreads();  // the previous tile's searches are done with the lines
+    stage_lines(a_lines, A + a_off + m0 * a_sm, rows, (int)K, a_sm, a_sk, pitch);
+    stage_lines(b_lines, B + b_off + n0 * b_sn, cols, (int)K, b_sn, b_sk, pitch);
+    __syncthreads();
+    for (int o = threadIdx.x; o < rows * cols; o += blockDim.x) {
+      const int r = o / cols, c = o % cols;
+      const i64 at = batch * M * N + (m0 + r) * c_sm + (n0 + c) * c_sn;
+      const int start = IDX[at];
+      if (start >= 0)  // shared memory answers each load soon: one k at a time, as few registers as that takes
+        IDX[at] = first_attaining_each<SR, T>(a_lines + r * pitch, 1, b_lines + c * pitch, 1, C[at], start,
+                                              start + slice_depth < K ? start + slice_depth : K);
+    }
   }
 }
 

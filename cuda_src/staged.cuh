@@ -1,18 +1,9 @@
 // tropical_gemm: operands staged in shared memory by cp.async, for the
-// pipelined square kernel (pipelined.cuh): the block's dynamic shared memory,
-// the asynchronous copies, and one operand's slice as kept there.
+// pipelined square kernel (pipelined.cuh): the asynchronous copies, and one
+// operand's slice as kept there.
 // Header map: preamble.cuh.
 
 namespace tg {
-
-// The block's dynamic shared memory, as large as the launch asked for (the host build of the tests
-// defines its own).
-#ifndef TG_HOST_BUILD
-__device__ __forceinline__ unsigned char* dynamic_shared() {
-  extern __shared__ __align__(16) unsigned char tg_dynamic_shared[];
-  return tg_dynamic_shared;
-}
-#endif
 
 // ------------------------------------------------------ asynchronous copies
 //

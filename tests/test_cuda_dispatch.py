@@ -138,6 +138,30 @@ def test_a_square_argmax_one_slice_deep_needs_no_resolve(dtype):
     assert plan(depth + 1).resolve is not None
 
 
+def test_a_short_k_argmax_resolves_tiles_of_outputs_from_shared_memory():
+    """256 batches of 256³ products: the resolve stages each 32 × 32 tile's rows of A and columns of B, every
+    k, and copies no B; where K is too long to stage (600 and 4096) it reads each output's two slices, from
+    B's transposed copy."""
+    from tropical_gemm.engines.cuda.plan import plan_forward
+    from tropical_gemm.jit.source import PIPELINED_SHARED_LIMIT
+
+    def plan(batch: int, m: int, k: int, n: int, dtype: str = "float32", limit: "int | None" = None):
+        lead = (batch,) if batch > 1 else ()
+        return plan_forward((*lead, m, k), (m * k,) * len(lead) + (k, 1), (*lead, k, n),
+                            (k * n,) * len(lead) + (n, 1), lead, dtype, "max_plus", True, 132, True, limit)
+
+    short = plan(256, 256, 256, 256)
+    assert short.resolve.spec.op == "argmax_resolve_staged" and short.b_copy is None
+    assert short.resolve.int32_scalars == (16, 32, 260)
+    assert short.resolve.shared_bytes == 2 * 32 * 260 * 4 <= PIPELINED_SHARED_LIMIT
+    assert short.resolve.grid == 256 * (256 // 32) ** 2
+    assert plan(256, 256, 256, 256, "float64").resolve.int32_scalars == (16, 16, 258)
+    assert plan(256, 256, 256, 256, "float64", 64 * 1024).resolve.int32_scalars == (16,)  # sm_75
+    long = plan(1, 4096, 4096, 4096)
+    assert long.resolve.int32_scalars == (16,) and long.resolve.shared_bytes == 0 and long.b_copy is not None
+    assert plan(1, 2048, 600, 2048).resolve.int32_scalars == (16,)
+
+
 def test_every_pipelined_shape_fits_the_smallest_opt_in_of_sm_80_and_later():
     from tropical_gemm.jit import make_spec
     from tropical_gemm.jit.source import (PIPELINED_EXACT_SHAPES, PIPELINED_SHAPES, PIPELINED_SHARED_LIMIT,

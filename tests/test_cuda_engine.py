@@ -366,6 +366,30 @@ def test_an_argmax_resolve_reads_a_transposed_copy_of_a_row_major_b(cp, dtype, b
         assert_same_bits(got[1], want[1])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("b_order", ["C", "F"])
+def test_a_batched_short_k_argmax_resolves_from_shared_memory(cp, family, dtype, b_order):
+    """Batches of products whose K (45) the staged resolve takes: each batch's B row-major or column-major,
+    seasoned values in one batch and small integers (many ties) in the others; values and winners as the CPU
+    engine's, bit for bit."""
+    from tropical_gemm.engines.cuda import plan_forward
+
+    rng = np.random.default_rng(hash((dtype, b_order)) % 2**32)
+    a = np.stack([seasoned(rng, (70, 45), dtype)] + [rng.integers(-3, 3, (70, 45)).astype(dtype) for _ in range(3)])
+    b = np.stack([seasoned(rng, (45, 90), dtype)] + [rng.integers(-3, 3, (45, 90)).astype(dtype) for _ in range(3)])
+    device_b = cp.asarray(b) if b_order == "C" else cp.asarray(np.ascontiguousarray(b.transpose(0, 2, 1)))
+    if b_order == "F":
+        device_b = device_b.transpose(0, 2, 1)  # each batch column-major
+    plan = plan_forward(a.shape, (70 * 45, 45, 1), b.shape, tuple(s // b.itemsize for s in device_b.strides), (4,),
+                        dtype, "max_plus", True, cuda_gpu.sm_count(0), True)
+    assert plan.splits == 1 and plan.resolve.spec.op == "argmax_resolve_staged" and plan.b_copy is None
+    for semiring in ("max_plus", "min_plus", "max_min"):
+        want = tg.matmul(a, b, semiring, argmax=True)
+        got = tg.matmul(cp.asarray(a), device_b, semiring, argmax=True)
+        assert_same_bits(got[0], want[0])
+        assert_same_bits(got[1], want[1])
+
+
 @pytest.mark.torch
 def test_a_torch_argmax_product_gives_the_resolve_its_scratch(cp):
     """The prepared path allocates the resolve's copy of B from torch's allocator."""

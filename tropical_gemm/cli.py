@@ -50,8 +50,8 @@ def _add_warmup_arguments(parser: argparse.ArgumentParser) -> None:
                                                             "(comma-separated or repeated; default: all)")
     parser.add_argument("--dtype", action="append", help="dtype(s), e.g. float32 (default: all)")
     parser.add_argument("--op", action="append", help="operation(s): forward, forward_argmax, argmax_resolve, "
-                                                      "backward, backward_ordered_a, backward_ordered_b "
-                                                      "(default: all)")
+                                                      "argmax_resolve_staged, backward, backward_ordered_a, "
+                                                      "backward_ordered_b (default: all)")
     parser.add_argument("--workers", type=whole_number(1, 1024),
                         help="parallel compiles (default: CPU count, at most 16)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",

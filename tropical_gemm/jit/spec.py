@@ -17,12 +17,14 @@ from ..dtypes import FLOAT_DTYPES
 from ..semirings import (COUNTING_VALUE_DTYPES, counting_semirings, find_counting_semiring, get_counting_semiring,
                          get_semiring, semirings)
 
-OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "backward", "backward_ordered_a",
-                         "backward_ordered_b", "combine", "combine_resolve", "merge", "stream_fixup", "fill", "gather",
-                         "gather_index", "transpose", "argmax_offset", "reduce", "walk", "widen", "narrow",
-                         "count_forward", "pack_bits")
+OPS: tuple[str, ...] = ("forward", "forward_argmax", "argmax_resolve", "argmax_resolve_staged", "backward",
+                         "backward_ordered_a", "backward_ordered_b", "combine", "combine_resolve", "merge",
+                         "stream_fixup", "fill", "gather", "gather_index", "transpose", "argmax_offset", "reduce",
+                         "walk", "widen", "narrow", "count_forward", "pack_bits")
 """Forward products, plain and with the argmax; the second phase of the
-square-tile argmax (which k of the recorded slice won); the gradient
+square-tile argmax (which k of the recorded slice won; ``argmax_resolve_staged``
+where K is short enough to copy a tile of outputs' rows and columns into
+shared memory first); the gradient
 scatter into both operands with atomics (the default: one launch); the
 ordered scatters, one per operand, of the deterministic mode; and the small
 kernels around them, so that no product path makes CuPy compile a kernel of

@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...jit.source import ELEMENTWISE_THREADS, TILE_SHAPES, TileShape, dynamic_shared_bytes, tile_shape
+from ...jit.source import (ELEMENTWISE_THREADS, PIPELINED_SHARED_LIMIT, TILE_SHAPES, TileShape,
+                           dynamic_shared_bytes, tile_shape)
 from ...jit.spec import KernelSpec, make_spec
 from ...shapes import ProductShape
 from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_strides, fold_batch
@@ -30,6 +31,9 @@ SKINNY_MAX_ROWS = 16
 #: deeper than one slice (the skinny, vector and thin kernels compare every candidate; the baseline is one
 #: pass).
 RESOLVED_TILES = ("square", "small")
+
+#: Outputs a side of the staged resolve's tiles, largest first (square.cuh: argmax_resolve_staged).
+RESOLVE_EDGES = (64, 32, 16)
 
 #: K slices are at least this deep when a product is split along K.
 MIN_SPLIT_K = 256
@@ -323,14 +327,22 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     resolve, b_copy = None, None
     if argmax and tile in RESOLVED_TILES and k > shape.bk:
         # the square argmax left slices' first k in idx (a K of one slice: the winners themselves, no resolve):
-        # the resolve reads the same arguments, and the slice depth
-        operands = scalars
-        if copy_b_for_the_resolve(b_shape, b_strides, m * n * batches):
-            b_copy = transpose_plan(dtype, k, n, b_sk, b_sn)
-            scratch_bytes = aligned(scratch_bytes) + k * n * np.dtype(dtype).itemsize
-            operands = with_b_transposed(scalars)
-        resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, operands,
-                       (shape.bk,))
+        # the resolve reads the same arguments and the slice depth (the staged form: its tile edge and pitch)
+        staged = staged_resolve(m, n, k, shape.bk, np.dtype(dtype).itemsize, shared_limit)
+        if staged is not None:
+            edge, pitch = staged
+            tiles_of_outputs = -(-m // edge) * -(-n // edge) * batches
+            resolve = Plan(make_spec("argmax_resolve_staged", semiring, dtype), min(tiles_of_outputs, GRID_LIMIT),
+                           ELEMENTWISE_THREADS, scalars, (shape.bk, edge, pitch),
+                           2 * edge * pitch * np.dtype(dtype).itemsize)
+        else:
+            operands = scalars
+            if copy_b_for_the_resolve(b_shape, b_strides, m * n * batches):
+                b_copy = transpose_plan(dtype, k, n, b_sk, b_sn)
+                scratch_bytes = aligned(scratch_bytes) + k * n * np.dtype(dtype).itemsize
+                operands = with_b_transposed(scalars)
+            resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, operands,
+                           (shape.bk,))
     baseline = make_spec(op, semiring, dtype, tile="baseline")
     fixup = None
     if work is None:
@@ -342,6 +354,35 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         product=product, resolve=resolve, baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
         swap_operands=transpose, splits=splits, b_copy=b_copy, scratch_bytes=scratch_bytes, work=work, fixup=fixup,
     )
+
+
+def staged_resolve(m: int, n: int, k: int, depth: int, itemsize: int,
+                   shared_limit: "int | None") -> "tuple[int, int] | None":
+    """The staged resolve's (tile edge, pitch) for an M×K×N product, or None where the resolve of one thread
+    an output moves fewer values.
+
+    A block copies the rows of A and columns of B that ``edge`` × ``edge`` outputs read, every k, into shared
+    memory, ``pitch`` values a line (K rounded up to a 16-byte run, plus a run: slices stay aligned, and
+    neighbouring lines fall in different banks).  The edge is the largest whose lines fit
+    ``PIPELINED_SHARED_LIMIT`` (or the GPU's ``shared_limit``); the staged form serves where that moves no
+    more values an output (K over each side's edge) than the two slices of ``depth`` values read otherwise.
+
+    Examples:
+        >>> staged_resolve(256, 256, 256, 16, 4, None)  # batched small matrices: rows and columns staged
+        (32, 260)
+        >>> staged_resolve(4096, 4096, 4096, 16, 4, None) is None  # K too long for shared memory
+        True
+        >>> staged_resolve(100_000, 1, 300, 16, 4, None) is None  # one column: each A row would serve one output
+        True
+    """
+    run = 16 // itemsize
+    pitch = -(-k // run) * run + run
+    limit = PIPELINED_SHARED_LIMIT if shared_limit is None else min(shared_limit, PIPELINED_SHARED_LIMIT)
+    for edge in RESOLVE_EDGES:
+        if 2 * edge * pitch * itemsize <= limit:
+            moved = k * (1 / min(m, edge) + 1 / min(n, edge))
+            return (edge, pitch) if moved <= 2 * depth else None
+    return None
 
 
 def copy_b_for_the_resolve(b_shape: tuple[int, ...], b_strides: tuple[int, ...], outputs: int) -> bool:
