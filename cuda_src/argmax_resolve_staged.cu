@@ -1,5 +1,5 @@
 // The argmax's second phase where a tile of outputs' rows and columns fit in shared memory (a short K):
-// ${name}.  `edge` × `edge` outputs a block, `pitch` values a staged line (square.cuh: argmax_resolve_staged).
+// ${name}.  `edge` × `edge` outputs a block, `pitch` values a staged line (staged.cuh: argmax_resolve_staged).
 // Four blocks an SM, as many as their shared memory lets in at the shortest K: left to itself, ptxas held
 // the float64 kernel to 32 registers and spilled.
 extern "C" __global__ void __launch_bounds__(${threads}, 4) ${name}(

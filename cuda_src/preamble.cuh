@@ -11,8 +11,9 @@
 //                  semiring, its MulKind, and winner_is_a, the tie rule of
 //                  Semiring.winner_is_a: A wins ties, NaN loses);
 //   tiles.cuh      operand geometry (Batch, Vec16), the argmax slice record, the TileLoader;
-//   square.cuh     the register-staged forward kernel and argmax_resolve (and its staged form);
-//   staged.cuh     cp.async copies and an operand's slice staged in dynamic shared memory;
+//   square.cuh     the register-staged forward kernel and argmax_resolve;
+//   staged.cuh     cp.async copies, an operand's slice staged in dynamic shared memory, and
+//                  argmax_resolve_staged;
 //   pipelined.cuh  the square family's cp.async kernel;
 //   streamed.cuh   the stream family's: the cp.async kernel with stream-K;
 //   skinny.cuh     the forward kernel for skinny products;

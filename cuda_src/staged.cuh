@@ -1,6 +1,6 @@
-// tropical_gemm: operands staged in shared memory by cp.async, for the
-// pipelined square kernel (pipelined.cuh): the asynchronous copies, and one
-// operand's slice as kept there.
+// tropical_gemm: operands staged in shared memory by cp.async: the
+// asynchronous copies, one operand's slice as kept there for the pipelined
+// square kernel (pipelined.cuh), and the argmax resolve of a short K.
 // Header map: preamble.cuh.
 
 namespace tg {
@@ -265,6 +265,63 @@ __device__ __forceinline__ bool runs_aligned(const T* p, i64 contiguous_stride, 
   constexpr i64 V = 16 / sizeof(T);
   return contiguous_stride == 1 && ((unsigned long long)p % 16) == 0 && other_stride % V == 0 && s0 % V == 0 &&
          s1 % V == 0 && s2 % V == 0;
+}
+
+// ------------------------------------------------------ the staged resolve
+//
+// The argmax's resolve (square.cuh: argmax_resolve) where a tile of outputs' rows and columns fit in shared
+// memory (a short K): a block takes `edge` × `edge` outputs of one batch at a time, copies the rows of A and
+// the columns of B they read, every k, into its dynamic shared memory (`pitch` values a line), and searches
+// each output's slice there.  Per output it moves 2·K/edge values, against the two slices an output reads
+// from global memory otherwise; and a row-major B, whose slices cost a sector a k there, is read along its
+// rows.  The copies are cp.async ones of an element each: every thread's are in flight at once, with no
+// registers held for them (copied through registers, a warp's line at a time, the loads' latency bounded
+// the kernel).
+
+// `lines` lines of an operand (line stride ls, k stride ks), every k of each, into s[line][k] (row pitch
+// `pitch`).  A warp's lanes take consecutive addresses: the lines where they are contiguous, else the ks.
+template <class T>
+__device__ void stage_lines(T* s, const T* __restrict__ p, int lines, int K, i64 ls, i64 ks, int pitch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (ls == 1 && ks != 1) {
+    for (int k = warp; k < K; k += warps)
+      for (int line = lane; line < lines; line += 32)
+        copy_async<sizeof(T)>(shared_spot(s + line * pitch + k), p + line + k * ks);
+  } else {
+    for (int line = warp; line < lines; line += warps)
+      for (int k = lane; k < K; k += 32)
+        copy_async<sizeof(T)>(shared_spot(s + line * pitch + k), p + line * ls + k * ks);
+  }
+}
+
+template <class SR, class T>
+__device__ void argmax_resolve_staged(const T* __restrict__ A, const T* __restrict__ B, const T* __restrict__ C,
+                                      int* __restrict__ IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk, i64 b_sk,
+                                      i64 b_sn, i64 c_sm, i64 c_sn, i64 batches, const Batch& bt, int slice_depth,
+                                      int edge, int pitch) {
+  T* const a_lines = reinterpret_cast<T*>(dynamic_shared());
+  T* const b_lines = a_lines + edge * pitch;
+  const i64 tiles_m = (M + edge - 1) / edge, tiles_n = (N + edge - 1) / edge;
+  for (i64 tile = blockIdx.x; tile < tiles_m * tiles_n * batches; tile += gridDim.x) {
+    const i64 batch = tile / (tiles_m * tiles_n), m0 = tile / tiles_n % tiles_m * edge, n0 = tile % tiles_n * edge;
+    const int rows = (int)(M - m0 < edge ? M - m0 : edge), cols = (int)(N - n0 < edge ? N - n0 : edge);
+    i64 a_off, b_off;
+    bt.offsets(batch, a_off, b_off);
+    __syncthreads();  // the previous tile's searches are done with the lines
+    stage_lines(a_lines, A + a_off + m0 * a_sm, rows, (int)K, a_sm, a_sk, pitch);
+    stage_lines(b_lines, B + b_off + n0 * b_sn, cols, (int)K, b_sn, b_sk, pitch);
+    copies_issued();
+    copies_landed<0>();
+    __syncthreads();
+    for (int o = threadIdx.x; o < rows * cols; o += blockDim.x) {
+      const int r = o / cols, c = o % cols;
+      const i64 at = batch * M * N + (m0 + r) * c_sm + (n0 + c) * c_sn;
+      const int start = IDX[at];
+      if (start >= 0)  // shared memory answers each load soon: one k at a time, as few registers as that takes
+        IDX[at] = first_attaining_each<SR, T>(a_lines + r * pitch, 1, b_lines + c * pitch, 1, C[at], start,
+                                              start + slice_depth < K ? start + slice_depth : K);
+    }
+  }
 }
 
 }  // namespace tg

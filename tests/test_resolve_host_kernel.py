@@ -23,7 +23,7 @@ import tropical_gemm as tg
 from tropical_gemm.jit import make_spec
 from tropical_gemm.jit.source import fragment, header_sources
 
-_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh")
+_HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh", "staged.cuh")
 _LAUNCH = r"""
 extern "C" void launch_resolve(long long grid, long long block, const void* A, const void* B, const void* C,
                                int* IDX, const long long* s, int depth, int edge, int pitch) {

@@ -32,7 +32,7 @@ SKINNY_MAX_ROWS = 16
 #: pass).
 RESOLVED_TILES = ("square", "small")
 
-#: Outputs a side of the staged resolve's tiles, largest first (square.cuh: argmax_resolve_staged).
+#: Outputs a side of the staged resolve's tiles, largest first (staged.cuh: argmax_resolve_staged).
 RESOLVE_EDGES = (64, 32, 16)
 
 #: K slices are at least this deep when a product is split along K.
