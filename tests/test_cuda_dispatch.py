@@ -139,9 +139,10 @@ def test_a_square_argmax_one_slice_deep_needs_no_resolve(dtype):
 
 
 def test_a_short_k_argmax_resolves_tiles_of_outputs_from_shared_memory():
-    """256 batches of 256³ products: the resolve stages each 32 × 32 tile's rows of A and columns of B, every
-    k, and copies no B; where K is too long to stage (600 and 4096) it reads each output's two slices, from
-    B's transposed copy."""
+    """4096 batches of 64³ products: the resolve stages each 64 × 64 tile's rows of A and columns of B, every
+    k, and copies no B (on an sm_75's 64 KiB, float64 in 32 × 32 tiles).  Where staging would move more than
+    a quarter of the values the two slices hold (256 batches of 256³), or K is too long to stage (4096³), it
+    reads each output's two slices, from B's transposed copy where B is one row-major matrix."""
     from tropical_gemm.engines.cuda.plan import plan_forward
     from tropical_gemm.jit.source import PIPELINED_SHARED_LIMIT
 
@@ -150,16 +151,16 @@ def test_a_short_k_argmax_resolves_tiles_of_outputs_from_shared_memory():
         return plan_forward((*lead, m, k), (m * k,) * len(lead) + (k, 1), (*lead, k, n),
                             (k * n,) * len(lead) + (n, 1), lead, dtype, "max_plus", True, 132, True, limit)
 
-    short = plan(256, 256, 256, 256)
+    short = plan(4096, 64, 64, 64)
+    depth = short.resolve.int32_scalars[0]
     assert short.resolve.spec.op == "argmax_resolve_staged" and short.b_copy is None
-    assert short.resolve.int32_scalars == (16, 32, 260)
-    assert short.resolve.shared_bytes == 2 * 32 * 260 * 4 <= PIPELINED_SHARED_LIMIT
-    assert short.resolve.grid == 256 * (256 // 32) ** 2
-    assert plan(256, 256, 256, 256, "float64").resolve.int32_scalars == (16, 16, 258)
-    assert plan(256, 256, 256, 256, "float64", 64 * 1024).resolve.int32_scalars == (16,)  # sm_75
+    assert short.resolve.int32_scalars == (depth, 64, 68) and short.resolve.grid == 4096
+    assert short.resolve.shared_bytes == 2 * 64 * 68 * 4 <= PIPELINED_SHARED_LIMIT
+    assert plan(4096, 64, 64, 64, "float64").resolve.int32_scalars[1:] == (64, 66)
+    assert plan(4096, 64, 64, 64, "float64", 64 * 1024).resolve.int32_scalars[1:] == (32, 66)  # sm_75
+    assert plan(256, 256, 256, 256).resolve.spec.op == "argmax_resolve"
     long = plan(1, 4096, 4096, 4096)
     assert long.resolve.int32_scalars == (16,) and long.resolve.shared_bytes == 0 and long.b_copy is not None
-    assert plan(1, 2048, 600, 2048).resolve.int32_scalars == (16,)
 
 
 def test_every_pipelined_shape_fits_the_smallest_opt_in_of_sm_80_and_later():

@@ -359,20 +359,22 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
 def staged_resolve(m: int, n: int, k: int, depth: int, itemsize: int,
                    shared_limit: "int | None") -> "tuple[int, int] | None":
     """The staged resolve's (tile edge, pitch) for an M×K×N product, or None where the resolve of one thread
-    an output moves fewer values.
+    an output serves it.
 
     A block copies the rows of A and columns of B that ``edge`` × ``edge`` outputs read, every k, into shared
     memory, ``pitch`` values a line (K rounded up to a 16-byte run, plus a run: slices stay aligned, and
     neighbouring lines fall in different banks).  The edge is the largest whose lines fit
-    ``PIPELINED_SHARED_LIMIT`` (or the GPU's ``shared_limit``); the staged form serves where that moves no
-    more values an output (K over each side's edge) than the two slices of ``depth`` values read otherwise.
+    ``PIPELINED_SHARED_LIMIT`` (or the GPU's ``shared_limit``).  The staged form serves where that moves at
+    most a quarter of the values (K over each side's edge) that an output's two slices of ``depth`` hold: on
+    the H200 it gained at 2 and 4 values an output and lost at 16 and more, where its shared-memory search
+    costs more than it saves (``benchmarks/argmax_short_k.py``).
 
     Examples:
-        >>> staged_resolve(256, 256, 256, 16, 4, None)  # batched small matrices: rows and columns staged
-        (32, 260)
-        >>> staged_resolve(4096, 4096, 4096, 16, 4, None) is None  # K too long for shared memory
+        >>> staged_resolve(64, 64, 64, 16, 4, None)  # batches of small matrices: rows and columns staged
+        (64, 68)
+        >>> staged_resolve(256, 256, 256, 16, 4, None) is None  # 16 values an output: the slices serve
         True
-        >>> staged_resolve(100_000, 1, 300, 16, 4, None) is None  # one column: each A row would serve one output
+        >>> staged_resolve(4096, 4096, 4096, 16, 4, None) is None  # K too long for shared memory
         True
     """
     run = 16 // itemsize
@@ -381,7 +383,7 @@ def staged_resolve(m: int, n: int, k: int, depth: int, itemsize: int,
     for edge in RESOLVE_EDGES:
         if 2 * edge * pitch * itemsize <= limit:
             moved = k * (1 / min(m, edge) + 1 / min(n, edge))
-            return (edge, pitch) if moved <= 2 * depth else None
+            return (edge, pitch) if moved <= depth / 4 else None
     return None
 
 
