@@ -9,11 +9,14 @@ same) gives each kernel's registers and spill bytes.  Tuned kernels (every
 kernel but the baseline forwards) must compile in ``BUDGET_S`` or less, the
 baseline forwards, which a first call waits for, in ``BASELINE_BUDGET_S``.
 
-    python benchmarks/compile_times.py [--only REGEX] [--repeat N] [--out benchmarks/results]
+    python benchmarks/compile_times.py [--only REGEX] [--repeat N] [--split] [--out benchmarks/results]
 
 ``--only '_square$'`` takes the square kernels alone (the slowest family).
 ``--repeat N`` compiles each kernel N times and records the median (and
 every sample): single compiles of one kernel vary by a third on a busy host.
+``--split`` also compiles each kernel to PTX alone (NVRTC's front end and
+NVVM), so that the rest of the cubin's time is ptxas's: where a change to a
+kernel's source would save compile time.
 
 Writes ``compile-times-<device>-<date>.json`` (and a histogram PNG where
 matplotlib is installed) and prints the slowest kernels per family.
@@ -66,23 +69,29 @@ def tuned(spec) -> bool:
     return spec.tile != "baseline" or not spec.op.startswith("forward")
 
 
-def compile_one(spec, repeat: int = 1) -> dict[str, object]:
+def compile_one(spec, repeat: int = 1, split: bool = False) -> dict[str, object]:
     from tropical_gemm.jit import Target, kernel_source
     from tropical_gemm.jit.compiler import compile_program
     from tropical_gemm.jit.source import kernel_options
 
     options = (*kernel_options(spec), "--ptxas-options=-v")
     source = kernel_source(spec)
-    samples = []
+    samples, ptx_samples = [], []
     for _ in range(repeat):
         kernel = compile_program(source, spec.name, Target("cubin", 90), options)
         samples.append(kernel.compile_seconds)
+        if split:
+            ptx_samples.append(compile_program(source, spec.name, Target("ptx", 90), options).compile_seconds)
     registers = _REGISTERS.search(kernel.log)
     spills = _SPILLS.search(kernel.log)
-    return {"name": spec.name, **spec.as_dict(), "family": family(spec), "tuned": tuned(spec),
-            "seconds": sorted(samples)[len(samples) // 2], "samples": samples, "cubin_bytes": len(kernel.binary),
-            "registers": int(registers.group(1)) if registers else None,
-            "spill_bytes": int(spills.group(1)) if spills else None}
+    row = {"name": spec.name, **spec.as_dict(), "family": family(spec), "tuned": tuned(spec),
+           "seconds": sorted(samples)[len(samples) // 2], "samples": samples, "cubin_bytes": len(kernel.binary),
+           "registers": int(registers.group(1)) if registers else None,
+           "spill_bytes": int(spills.group(1)) if spills else None}
+    if split:  # medians of each; ptxas's share is the difference
+        row["to_ptx_seconds"] = sorted(ptx_samples)[len(ptx_samples) // 2]
+        row["ptxas_seconds"] = row["seconds"] - row["to_ptx_seconds"]
+    return row
 
 
 def load_nvrtc() -> None:
@@ -93,7 +102,7 @@ def load_nvrtc() -> None:
     compile_program('extern "C" __global__ void tg_nvrtc_start() {}', "tg_nvrtc_start", Target("cubin", 90))
 
 
-def run(only: str, repeat: int = 1) -> dict[str, object]:
+def run(only: str, repeat: int = 1, split: bool = False) -> dict[str, object]:
     from tropical_gemm.jit import catalogue
     from tropical_gemm.jit.compiler import nvrtc_version
 
@@ -101,14 +110,14 @@ def run(only: str, repeat: int = 1) -> dict[str, object]:
     load_nvrtc()
     rows = []
     for i, spec in enumerate(specs):
-        rows.append(compile_one(spec, repeat))
+        rows.append(compile_one(spec, repeat, split))
         print(f"[{i + 1}/{len(specs)}] {spec.name} {rows[-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
     over = [r["name"] for r in rows if r["seconds"] > (BUDGET_S if r["tuned"] else BASELINE_BUDGET_S)]
     return {"environment": {"device": host(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                             "nvrtc": ".".join(map(str, nvrtc_version())), "cpus": os.cpu_count(),
                             "python": platform.python_version(), "commit": os.environ.get("TG_COMMIT", "")},
             "command": "python benchmarks/compile_times.py" + (f" --only '{only}'" if only else "")
-            + (f" --repeat {repeat}" if repeat > 1 else ""),
+            + (f" --repeat {repeat}" if repeat > 1 else "") + (" --split" if split else ""),
             "budget_s": BUDGET_S, "baseline_budget_s": BASELINE_BUDGET_S, "kernels": rows, "over_budget": over,
             "total_s": sum(r["seconds"] for r in rows)}
 
@@ -120,6 +129,10 @@ def table(report: dict[str, object]) -> list[str]:
         times = sorted((r["seconds"], r["name"]) for r in rows if r["family"] == fam)
         median = times[len(times) // 2][0]
         lines.append(f"{fam:<15} {len(times):7d} {median:11.2f} {times[-1][0]:8.2f}  {times[-1][1]}")
+    if rows and "to_ptx_seconds" in rows[0]:
+        to_ptx = sorted(r["to_ptx_seconds"] / r["seconds"] for r in rows)
+        lines.append(f"to PTX (front end and NVVM): a median {to_ptx[len(to_ptx) // 2]:.0%} of a kernel's compile, "
+                     f"{to_ptx[0]:.0%}-{to_ptx[-1]:.0%}; the rest is ptxas")
     lines.append(f"total {report['total_s']:.1f} s over {len(rows)} kernels on {report['environment']['device']}; "
                  f"kernels over budget ({report['budget_s']} s tuned, {report['baseline_budget_s']} s baseline): "
                  f"{len(report['over_budget'])} "
@@ -147,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="compile only kernels whose name matches this regular expression")
     parser.add_argument("--repeat", type=int, default=1, help="compiles per kernel; the median is recorded")
+    parser.add_argument("--split", action="store_true", help="also time each kernel's compile to PTX alone")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     isolate_caches()
-    report = run(args.only, max(1, args.repeat))
+    report = run(args.only, max(1, args.repeat), args.split)
     path = save_report(report, args.out, "compile-times", table(report))
     if plot(report, path.with_suffix(".png")):
         print(f"wrote {path.with_suffix('.png')}")
