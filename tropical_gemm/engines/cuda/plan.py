@@ -365,9 +365,9 @@ def staged_resolve(m: int, n: int, k: int, depth: int, itemsize: int,
     memory, ``pitch`` values a line (K rounded up to a 16-byte run, plus a run: slices stay aligned, and
     neighbouring lines fall in different banks).  The edge is the largest whose lines fit
     ``PIPELINED_SHARED_LIMIT`` (or the GPU's ``shared_limit``).  The staged form serves where that moves at
-    most a quarter of the values (K over each side's edge) that an output's two slices of ``depth`` hold: on
-    the H200 it gained at 2 and 4 values an output and lost at 16 and more, where its shared-memory search
-    costs more than it saves (``benchmarks/argmax_short_k.py``).
+    most a quarter of the values (K over each side's edge) that an output's two slices of ``depth`` hold:
+    beyond that, its search of the slices in shared memory costs more than the global reads it saves
+    (``benchmarks/argmax_short_k.py`` measures both sides; docs/performance.md has the figures).
 
     Examples:
         >>> staged_resolve(64, 64, 64, 16, 4, None)  # batches of small matrices: rows and columns staged
