@@ -301,15 +301,14 @@ __device__ void argmax_resolve_staged(const T* __restrict__ A, const T* __restri
                                       int edge, int pitch) {
   T* const a_lines = reinterpret_cast<T*>(dynamic_shared());
   T* const b_lines = a_lines + edge * pitch;
-  const i64 tiles_m = (M + edge - 1) / edge, tiles_n = (N + edge - 1) / edge;
-  for (i64 tile = blockIdx.x; tile < tiles_m * tiles_n * batches; tile += gridDim.x) {
-    const i64 batch = tile / (tiles_m * tiles_n), m0 = tile / tiles_n % tiles_m * edge, n0 = tile % tiles_n * edge;
+  const i64 tiles_n = (N + edge - 1) / edge, per_batch = (M + edge - 1) / edge * tiles_n;
+  for (i64 t = blockIdx.x; t < per_batch * batches; t += gridDim.x) {
+    const Batch::Tile tile = bt.tile(t, tiles_n, per_batch, edge, edge);
+    const i64 batch = tile.batch, m0 = tile.m0, n0 = tile.n0;
     const int rows = (int)(M - m0 < edge ? M - m0 : edge), cols = (int)(N - n0 < edge ? N - n0 : edge);
-    i64 a_off, b_off;
-    bt.offsets(batch, a_off, b_off);
     __syncthreads();  // the previous tile's searches are done with the lines
-    stage_lines(a_lines, A + a_off + m0 * a_sm, rows, (int)K, a_sm, a_sk, pitch);
-    stage_lines(b_lines, B + b_off + n0 * b_sn, cols, (int)K, b_sn, b_sk, pitch);
+    stage_lines(a_lines, A + tile.a_off + m0 * a_sm, rows, (int)K, a_sm, a_sk, pitch);
+    stage_lines(b_lines, B + tile.b_off + n0 * b_sn, cols, (int)K, b_sn, b_sk, pitch);
     copies_issued();
     copies_landed<0>();
     __syncthreads();
