@@ -47,14 +47,18 @@ __device__ inline TilePlace tile_place(i64 tile, i64 tiles_m, i64 tiles_n) {
   return TilePlace{batch, first_row + in_group % rows_here, in_group / rows_here};
 }
 
+// EACH_K: the argmax of a K up to this deep compares every candidate (each_k; jit/source.py: each_k_depth),
+// deeper ones record slices; 0 in the stream family.
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
-          int STAGES, int SMEM_BYTES>
+          int STAGES, int SMEM_BYTES, int EACH_K>
 struct PipelinedKernel {
   static constexpr int V = 16 / sizeof(T);
   static constexpr int THREADS = (BM / TM) * (BN / TN);
   static constexpr bool A_LK = A_ROW, B_LK = !B_ROW;
   static constexpr int KG = (A_LK && B_LK) ? V / 2 : V;
   static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
+  // Whether the kernel has each_k at all (a constant, so that the stream kernels have none of its code).
+  static constexpr bool COMPARES_EACH_K = ARGMAX && EACH_K > 0;
   static_assert(KG >= 1 && BK % KG == 0 && TM % V == 0 && TN % V == 0, "whole groups and 16-byte runs");
   static_assert(STAGES >= 2, "one slice in flight while one is computed");
   using StageA = StagedOperand<T, A_LK, BM, BK, TM, THREADS, (A_LK ? KG : V)>;
@@ -130,7 +134,7 @@ struct PipelinedKernel {
 
   // The slices holding values that are not tame (wild: the exact integer path's kernels only) take the
   // exact ⊗, each output seeing the same ⊕ of the same ⊗ in the same k order as on the fast path, and
-  // the argmax the same record (see slice; each_k where K is one slice deep).  That path is kept apart
+  // the argmax the same record (see slice; each_k where K is at most EACH_K).  That path is kept apart
   // from the main loop (__noinline__), so that NVVM and ptxas work on each alone (NVVM's passes take
   // superlinear time in a function's size: inlined, the path was a large share of the compile), and
   // it takes this thread's outputs as a copy in local memory: a reference to the accumulators themselves
@@ -207,13 +211,14 @@ struct PipelinedKernel {
       }
   }
 
-  // The argmax of a product one slice deep: every candidate compared with its output and the winner's k
-  // kept in idx, so that no resolve follows (a wild slice: exact_apart, which does the same).
-  __device__ static void each_k(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
+  // The argmax of a product no deeper than EACH_K, slice kt: every candidate compared with its output and
+  // the winner's k kept in idx, so that no resolve follows (a wild slice: exact_apart, which does the same).
+  __device__ static void each_k(const Smem& s, int buf, int steps, i64 kt, int ty, int tx, T (&acc)[TM][TN],
                                 int (&idx)[TM][TN]) {
+    const int first_k = (int)(kt * BK);
     each_step(s, buf, steps, ty, tx, [&](int i, int j, int kk, T a, T b) {
       const T c = SR::template mul_fast<T>(a, b);
-      if (SR::template better<T>(c, acc[i][j])) acc[i][j] = c, idx[i][j] = kk;
+      if (SR::template better<T>(c, acc[i][j])) acc[i][j] = c, idx[i][j] = first_k + kk;
     });
   }
 
@@ -280,10 +285,7 @@ struct PipelinedKernel {
       }
   }
 
-  // Slices kt0 .. kt1 - 1 of the output tile at `at` into acc and idx, from the zero.  ONE_SLICE: the
-  // product may be one slice deep (each_k); never in stream-K, whose products have at least
-  // plan._STREAM_MIN_SLICES slices a tile.
-  template <bool ONE_SLICE>
+  // Slices kt0 .. kt1 - 1 of the output tile at `at` into acc and idx, from the zero.
   __device__ static void accumulate(Smem& s, const Problem& p, const Place& at, i64 kt0, i64 kt1, int ty, int tx,
                                     T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     i64 a_off, b_off;
@@ -327,11 +329,11 @@ struct PipelinedKernel {
       const i64 kt = kt0 + t;
       if constexpr (EXACT) {  // constexpr: the other kernels do not instantiate the exact path at all
         if (wild) {
-          exact(buf, steps, kt, ARGMAX && ONE_SLICE && p.k_tiles == 1, ty, tx, acc, idx);
+          exact(buf, steps, kt, COMPARES_EACH_K && p.K <= EACH_K, ty, tx, acc, idx);
           continue;
         }
       }
-      if (ARGMAX && ONE_SLICE && p.k_tiles == 1) each_k(s, buf, steps, ty, tx, acc, idx);
+      if (COMPARES_EACH_K && p.K <= EACH_K) each_k(s, buf, steps, kt, ty, tx, acc, idx);
       else slice(s, buf, steps, kt, ty, tx, acc, idx);
     }
     // No copy in flight, and every thread done reading, before the next tile's copies.
@@ -376,7 +378,7 @@ struct PipelinedKernel {
       const Place at = place(p, tile);
       T acc[TM][TN];
       int idx[TM][TN];  // the argmax's; unused (and dropped by the compiler) in the plain product
-      accumulate<true>(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
+      accumulate(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
       store(p.out, at, ty, tx, acc, idx);
     }
   }

@@ -24,7 +24,10 @@ __device__ __forceinline__ void store_if(long long* p, long long v, bool ok) {
 // BK step; the next tile's global loads are issued before the current tile is
 // consumed.
 
-template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL>
+// EACH_K: the argmax of a K up to this deep compares every candidate (consume_each_k; jit/source.py:
+// each_k_depth), deeper ones record slices.
+template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
+          int EACH_K>
 struct SquareKernel {
   static constexpr int V = 16 / sizeof(T);
   static constexpr int THREADS = (BM / TM) * (BN / TN);
@@ -149,7 +152,7 @@ struct SquareKernel {
   // per slice, instead of a compare and two selects per candidate.  That
   // slice holds the first k attaining the final value (ties keep the
   // earlier k), and argmax_resolve (or the split-K combine) finds the
-  // winner from there afterwards.  A product whose K is one slice deep
+  // winner from there afterwards.  A product no deeper than EACH_K
   // compares every candidate instead (consume_each_k): its argmax is exact
   // where the kernel ends, and no resolve follows.
   //
@@ -184,11 +187,11 @@ struct SquareKernel {
     }
   }
 
-  // Every k of the one slice of a product no deeper than BK, each candidate compared: the winner's k
-  // itself.  One slice is all such a product computes, so its ⊗ is always the exact one (one copy of
-  // the loop, not two).
-  __device__ static void consume_each_k(const Smem& s, int buf, int steps, int ty, int tx, T (&acc)[TM][TN],
-                                        int (&idx)[TM][TN]) {
+  // Every k of a slice (from slice_k) of a product no deeper than EACH_K, each candidate compared: the
+  // winner's k itself.  Its ⊗ is always the exact one (one copy of the loop, not two): such products are
+  // short, and the float kernels' exact ⊗ is their fast one.
+  __device__ static void consume_each_k(const Smem& s, int buf, int steps, int ty, int tx, int slice_k,
+                                        T (&acc)[TM][TN], int (&idx)[TM][TN]) {
 #pragma unroll 1
     for (int kk = 0; kk < steps; ++kk) {
       T a[TM], b[TN];
@@ -200,7 +203,7 @@ struct SquareKernel {
           const T c = SR::template mul_exact<T>(a[i], b[j]);
           if (SR::template better<T>(c, acc[i][j])) {
             acc[i][j] = c;
-            idx[i][j] = kk;
+            idx[i][j] = slice_k + kk;
           }
         }
     }
@@ -256,8 +259,8 @@ struct SquareKernel {
           else { la.template load<true>(ra, next_tame, k_left); lb.template load<true>(rb, next_tame, k_left); }
         }
         const int steps = more ? BK : (int)(K - kt * BK);
-        if (ARGMAX && k_tiles == 1) {
-          consume_each_k(s, buf, steps, ty, tx, acc, idx);
+        if (ARGMAX && K <= EACH_K) {
+          consume_each_k(s, buf, steps, ty, tx, (int)(kt * BK), acc, idx);
         } else if constexpr (EXACT) {
           if (wild) consume<true>(s, buf, steps, ty, tx, (int)(kt * BK), acc, idx);
           else consume<false>(s, buf, steps, ty, tx, (int)(kt * BK), acc, idx);

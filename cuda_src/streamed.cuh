@@ -46,8 +46,9 @@ static_assert(sizeof(FixupJob) == 40, "engines/cuda/plan.py: FIXUP_JOB_BYTES");
 
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
           int STAGES, int SMEM_BYTES>
-struct StreamedKernel : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK, TM, TN, UNROLL, STAGES, SMEM_BYTES> {
-  using Base = PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK, TM, TN, UNROLL, STAGES, SMEM_BYTES>;
+struct StreamedKernel
+    : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK, TM, TN, UNROLL, STAGES, SMEM_BYTES, 0> {
+  using Base = PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK, TM, TN, UNROLL, STAGES, SMEM_BYTES, 0>;
   using Smem = typename Base::Smem;
   using Problem = typename Base::Problem;
   using Place = typename Base::Place;
@@ -105,7 +106,7 @@ struct StreamedKernel : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK,
       volatile i64 kept_slot = kt0 == 0 && kt1 == p.k_tiles ? -1 : shares.slot(blockIdx.x, tile, p.k_tiles);
       T acc[TM][TN];
       int idx[TM][TN];
-      Base::template accumulate<false>(s, p, at, kt0, kt1, ty, tx, acc, idx);
+      Base::accumulate(s, p, at, kt0, kt1, ty, tx, acc, idx);
       const i64 slot = kept_slot;
       if (slot < 0)
         Base::store(p.out, Place{kept_batch, kept_m0, kept_n0}, ty, tx, acc, idx);

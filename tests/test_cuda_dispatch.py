@@ -125,28 +125,32 @@ def test_without_room_for_the_stream_kernel_square_products_slice_k():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float64", "int64"])
-def test_a_square_argmax_one_slice_deep_needs_no_resolve(dtype):
-    """K no deeper than the argmax tile's slice: the kernel compares every candidate, and no resolve follows."""
+def test_a_square_argmax_no_deeper_than_each_k_depth_needs_no_resolve(dtype):
+    """K no deeper than the argmax tile's slice (the integers) or its ``each_k`` (the floats, several slices):
+    the kernel compares every candidate, and no resolve follows."""
     from tropical_gemm.engines.cuda.plan import plan_forward
-    from tropical_gemm.jit.source import tile_shape
+    from tropical_gemm.jit.source import each_k_depth, tile_shape
 
     def plan(k: int):
         return plan_forward((300, k), (k, 1), (k, 300), (300, 1), (), dtype, "max_plus", True, 1, True)
 
-    depth = tile_shape(plan(64).spec).bk
+    depth = each_k_depth(plan(64).spec)
+    assert depth == (max(256, tile_shape(plan(64).spec).bk) if dtype.startswith("float") else
+                     tile_shape(plan(64).spec).bk)
     assert plan(depth).spec.tile == "square" and plan(depth).resolve is None
     assert plan(depth + 1).resolve is not None
 
 
 def test_a_short_k_argmax_resolves_tiles_of_outputs_from_shared_memory():
-    """4096 batches of 64³ products: the resolve stages each 64 × 64 tile's rows of A and columns of B, every
-    k, and copies no B (on an sm_75's 64 KiB, float64 in 32 × 32 tiles).  Where staging would move more than
-    a quarter of the values the two slices hold (256 batches of 256³), or K is too long to stage (4096³), it
-    reads each output's two slices, from B's transposed copy where B is one row-major matrix."""
+    """4096 batches of 64³ integer products: the resolve stages each 64 × 64 tile's rows of A and columns of B,
+    every k, and copies no B (on an sm_75's 64 KiB, int64 in 32 × 32 tiles).  Where staging would move more
+    than a quarter of the values the two slices hold (256 batches of 256³), or K is too long to stage (4096³),
+    it reads each output's two slices, from B's transposed copy where B is one row-major matrix.  The floats
+    compare every candidate at these K (``source.each_k_depth``), so the resolve is the integers'."""
     from tropical_gemm.engines.cuda.plan import plan_forward
     from tropical_gemm.jit.source import PIPELINED_SHARED_LIMIT
 
-    def plan(batch: int, m: int, k: int, n: int, dtype: str = "float32", limit: "int | None" = None):
+    def plan(batch: int, m: int, k: int, n: int, dtype: str = "int32", limit: "int | None" = None):
         lead = (batch,) if batch > 1 else ()
         return plan_forward((*lead, m, k), (m * k,) * len(lead) + (k, 1), (*lead, k, n),
                             (k * n,) * len(lead) + (n, 1), lead, dtype, "max_plus", True, 132, True, limit)
@@ -156,10 +160,11 @@ def test_a_short_k_argmax_resolves_tiles_of_outputs_from_shared_memory():
     assert short.resolve.spec.op == "argmax_resolve_staged" and short.b_copy is None
     assert short.resolve.int32_scalars == (depth, 64, 68) and short.resolve.grid == 4096
     assert short.resolve.shared_bytes == 2 * 64 * 68 * 4 <= PIPELINED_SHARED_LIMIT
-    assert plan(4096, 64, 64, 64, "float64").resolve.int32_scalars[1:] == (64, 66)
-    assert plan(4096, 64, 64, 64, "float64", 64 * 1024).resolve.int32_scalars[1:] == (32, 66)  # sm_75
+    assert plan(4096, 64, 64, 64, "int64").resolve.int32_scalars[1:] == (64, 66)
+    assert plan(4096, 64, 64, 64, "int64", 64 * 1024).resolve.int32_scalars[1:] == (32, 66)  # sm_75
     assert plan(256, 256, 256, 256).resolve.spec.op == "argmax_resolve"
-    long = plan(1, 4096, 4096, 4096)
+    assert plan(4096, 64, 64, 64, "float32").resolve is None
+    long = plan(1, 4096, 4096, 4096, "float32")
     assert long.resolve.int32_scalars == (16,) and long.resolve.shared_bytes == 0 and long.b_copy is not None
 
 
@@ -190,3 +195,22 @@ def test_a_gpu_with_less_shared_memory_takes_the_small_family():
     assert small.spec.tile == "small" and small.product.shared_bytes == 0
     assert plan_forward((4096, 4096), (4096, 1), (4096, 4096), (4096, 1), (), "float64", "max_plus", True, 132,
                         True, 64 * 1024).spec.tile == "square"  # the register-staged kernel: static shared memory
+
+
+def test_an_argmax_slices_k_deeper_than_its_kernel_compares_every_candidate():
+    """A float argmax's K slices are deeper than ``each_k_depth`` (the combine resolves the whole product's
+    winners once), where the plain product's may be ``MIN_SPLIT_K`` deep."""
+    from tropical_gemm.engines.cuda.plan import MIN_SPLIT_K, plan_forward, slice_least
+    from tropical_gemm.engines.cuda.split import k_slices
+    from tropical_gemm.jit import make_spec
+    from tropical_gemm.jit.source import each_k_depth
+
+    def splits(argmax: bool) -> int:
+        return plan_forward((64, 1024), (1024, 1), (1024, 80), (80, 1), (), "float32", "max_plus", argmax, 132,
+                            True).splits
+
+    assert k_slices(1024, splits(False))[0] == MIN_SPLIT_K
+    argmax = make_spec("forward_argmax", "max_plus", "float32", tile="small")
+    assert slice_least(argmax) == each_k_depth(argmax) + 1 > MIN_SPLIT_K
+    assert splits(True) > 1 and k_slices(1024, splits(True))[0] > each_k_depth(argmax)
+    assert slice_least(make_spec("forward", "max_plus", "float32")) == MIN_SPLIT_K

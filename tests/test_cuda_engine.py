@@ -368,11 +368,12 @@ def test_an_argmax_resolve_reads_a_transposed_copy_of_a_row_major_b(cp, dtype, b
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("b_order", ["C", "F"])
-def test_a_batched_short_k_argmax_resolves_from_shared_memory(cp, family, dtype, b_order):
-    """Batches of products whose K (45) the staged resolve takes: each batch's B row-major or column-major,
-    seasoned values in one batch and small integers (many ties) in the others; values and winners as the CPU
-    engine's, bit for bit."""
+def test_a_batched_short_k_argmax_compares_every_k_or_resolves_from_shared_memory(cp, family, dtype, b_order):
+    """Batches of products whose K (45) the float kernels compare every candidate of (no resolve) and the
+    staged resolve takes for the integers: each batch's B row-major or column-major, seasoned values in one
+    batch and small integers (many ties) in the others; values and winners as the CPU engine's, bit for bit."""
     from tropical_gemm.engines.cuda import plan_forward
+    from tropical_gemm.jit.source import each_k_depth, tile_shape
 
     rng = np.random.default_rng(hash((dtype, b_order)) % 2**32)
     a = np.stack([seasoned(rng, (70, 45), dtype)] + [rng.integers(-3, 3, (70, 45)).astype(dtype) for _ in range(3)])
@@ -382,10 +383,43 @@ def test_a_batched_short_k_argmax_resolves_from_shared_memory(cp, family, dtype,
         device_b = device_b.transpose(0, 2, 1)  # each batch column-major
     plan = plan_forward(a.shape, (70 * 45, 45, 1), b.shape, tuple(s // b.itemsize for s in device_b.strides), (4,),
                         dtype, "max_plus", True, cuda_gpu.sm_count(0), True)
-    assert plan.splits == 1 and plan.resolve.spec.op == "argmax_resolve_staged" and plan.b_copy is None
+    assert plan.splits == 1 and plan.b_copy is None
+    if dtype.startswith("float"):
+        assert plan.resolve is None and each_k_depth(plan.spec) >= 45 > tile_shape(plan.spec).bk
+    else:
+        assert plan.resolve.spec.op == "argmax_resolve_staged"
     for semiring in ("max_plus", "min_plus", "max_min"):
         want = tg.matmul(a, b, semiring, argmax=True)
         got = tg.matmul(cp.asarray(a), device_b, semiring, argmax=True)
+        assert_same_bits(got[0], want[0])
+        assert_same_bits(got[1], want[1])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k", [17, 100, 256, 257])
+@pytest.mark.parametrize("a_order,b_order", [("C", "C"), ("C", "F"), ("F", "C"), ("F", "F")])
+def test_a_float_argmax_compares_every_k_up_to_each_k_depth_over_several_slices(cp, family, dtype, k, a_order,
+                                                                                b_order):
+    """K of several slices up to ``each_k_depth`` (the winners compared in the product's kernel, no resolve)
+    and one past it (slices recorded and resolved), in every layout, tiles ragged at both edges: seasoned
+    values (±inf, NaN, ±0, huge) and small integers (ties, the smallest k wins); bit for bit as the CPU
+    engine."""
+    from tropical_gemm.engines.cuda import plan_forward
+    from tropical_gemm.jit.source import each_k_depth
+
+    rng = np.random.default_rng(k * 7 + len(a_order + b_order))
+    a = np.where(rng.random((130, k)) < 0.5, seasoned(rng, (130, k), dtype), rng.integers(-3, 3, (130, k)))
+    b = np.where(rng.random((k, 150)) < 0.5, seasoned(rng, (k, 150), dtype), rng.integers(-3, 3, (k, 150)))
+    a, b = a.astype(dtype), b.astype(dtype)
+    device_a, device_b = (cp.asarray(x, order=order) for x, order in ((a, a_order), (b, b_order)))
+    plan = plan_forward(a.shape, tuple(s // a.itemsize for s in device_a.strides), b.shape,
+                        tuple(s // b.itemsize for s in device_b.strides), (), dtype, "max_plus", True,
+                        cuda_gpu.sm_count(0), True)
+    assert plan.spec.tile in ("square", "small")
+    assert (plan.resolve is None) == (k <= each_k_depth(plan.spec)), (k, each_k_depth(plan.spec))
+    for semiring in ("max_plus", "min_plus", "max_min"):
+        want = tg.matmul(a, b, semiring, argmax=True)
+        got = tg.matmul(device_a, device_b, semiring, argmax=True)
         assert_same_bits(got[0], want[0])
         assert_same_bits(got[1], want[1])
 

@@ -173,14 +173,16 @@ def test_other_tiles_and_pipeline_depths(host_kernels, monkeypatch, shape):
 
 @pytest.mark.parametrize("dtype,semiring", [("float32", "max_plus"), ("float64", "min_plus"), ("int32", "max_min"),
                                            ("int32", "max_plus")])
-@pytest.mark.parametrize("k", [1, 16, 77])
-def test_the_argmax_records_the_winners_slice_or_the_winner(host_kernels, monkeypatch, dtype, semiring, k):
+@pytest.mark.parametrize("k,each_k", [(1, 0), (16, 0), (77, 0), (40, 48), (77, 48)])
+def test_the_argmax_records_the_winners_slice_or_the_winner(host_kernels, monkeypatch, dtype, semiring, k, each_k):
     """Values as the CPU engine's; the recorded k is the first of the slice holding the winner (the smallest
-    k attaining the result), which argmax_resolve searches, or, for a K one slice deep, the winner itself and
-    no resolve in the plan.  Small integers: many ties, across slices and within them.  The layouts taken
-    run the pipelined argmax here, also where the table leaves them to the register-staged kernel."""
+    k attaining the result), which argmax_resolve searches, or, for a K one slice deep or at most the tile's
+    ``each_k`` (over several slices), the winner itself and no resolve in the plan.  Small integers: many
+    ties, across slices and within them.  The layouts taken run the pipelined argmax here, also where the
+    table leaves them to the register-staged kernel."""
     shape = TileShape(128, 128, 16, 8, 8, 1, stages=3) if dtype.endswith("32") else TileShape(64, 64, 16, 4, 4, 2,
                                                                                                  stages=3)
+    shape = shape._replace(each_k=each_k)
     table = source.pipelined_table(semiring, dtype)
     for a_layout, b_layout in ALL_LAYOUTS:  # a K of 1 may plan another layout than the operands were drawn in
         monkeypatch.setitem(table, ("forward_argmax", dtype, a_layout[0] + b_layout[0]), shape)
@@ -194,8 +196,8 @@ def test_the_argmax_records_the_winners_slice_or_the_winner(host_kernels, monkey
         got, got_k, plan = host_product(host_kernels, a, b, semiring, argmax=True)
         depth = tile_shape(plan.product.spec).bk
         np.testing.assert_array_equal(got, want)
-        if k <= depth:
-            assert plan.resolve is None
+        if k <= max(depth, each_k):
+            assert plan.resolve is None and source.each_k_depth(plan.product.spec) == max(depth, each_k)
             np.testing.assert_array_equal(got_k, want_k)
         else:
             assert plan.resolve is not None

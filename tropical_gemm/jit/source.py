@@ -49,6 +49,10 @@ class TileShape(NamedTuple):
     thin family, BM is the rows per block (one per thread), and BK × BN the
     largest B it takes.  ``stages``: the pipelined square kernel's cp.async
     stages in dynamic shared memory (``PIPELINED_SHAPES``); 0 elsewhere.
+    ``each_k``: the argmax of a product up to this deep compares every
+    candidate with its output and keeps the winner's k, a compare and a
+    select more per multiply-add, and no resolve follows; deeper ones record
+    slices (see ``each_k_depth``).  0: one slice (BK) deep.
     """
 
     bm: int
@@ -59,6 +63,7 @@ class TileShape(NamedTuple):
     min_blocks: int = 1
     unroll: int = 0
     stages: int = 0
+    each_k: int = 0
 
     @property
     def threads(self) -> int:
@@ -76,6 +81,11 @@ _SQUARE_I64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)  # BK=16 beat 8: tune-ti
 # takes the register file of an SM for one block, and its compile went over
 # the budget; the 8×4 thread tile ("lean") compiles in about half the time.
 # Switch: point _ARGMAX_4_BYTE at the other one to compare them on a GPU.
+#: The float argmaxes of a K up to this deep compare every candidate (``TileShape.each_k``): a compare and a
+#: select per multiply-add cost less there than the resolve of the slices, whose work grows with the outputs
+#: alone (benchmarks/argmax_short_k.py --each-k on an H200).  The integer ones keep the slices: their ⊗ and ⊕
+#: are one instruction, which the compare and selects would quadruple.
+_FLOAT_EACH_K = 256
 _ARGMAX_4_BYTE_WIDE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
 _ARGMAX_4_BYTE_LEAN = TileShape(128, 64, 8, 8, 4, min_blocks=2)
 _ARGMAX_4_BYTE = _ARGMAX_4_BYTE_LEAN
@@ -111,10 +121,12 @@ TILE_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("square", "int32", "forward"): _SQUARE_I32,
     ("square", "float64", "forward"): _SQUARE_F64,
     ("square", "int64", "forward"): _SQUARE_I64,
-    ("square", "float32", "forward_argmax"): _ARGMAX_4_BYTE,
+    ("square", "float32", "forward_argmax"): _ARGMAX_4_BYTE._replace(each_k=_FLOAT_EACH_K),
     ("square", "int32", "forward_argmax"): _ARGMAX_I32,
-    **{("square", d, "forward_argmax"): _ARGMAX_8_BYTE for d in ("float64", "int64")},
+    ("square", "float64", "forward_argmax"): _ARGMAX_8_BYTE._replace(each_k=_FLOAT_EACH_K),
+    ("square", "int64", "forward_argmax"): _ARGMAX_8_BYTE,
     **{("small", d, op): _SMALL for d in ("float32", "float64", "int32", "int64") for op in FORWARD_OPS},
+    **{("small", d, "forward_argmax"): _SMALL._replace(each_k=_FLOAT_EACH_K) for d in ("float32", "float64")},
     **{("skinny", d, op): _SKINNY_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
     **{("skinny", d, op): _SKINNY_8_BYTE for d in ("float64", "int64") for op in FORWARD_OPS},
     **{("vector", d, op): _VECTOR_4_BYTE for d in ("float32", "int32") for op in FORWARD_OPS},
@@ -151,7 +163,8 @@ PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("forward", d, layouts): shape for d in ("float32", "int32") for layouts, shape in _PIPELINED_4_BYTE.items()},
     **{("forward", d, layouts): shape for d in ("float64", "int64") for layouts, shape in _PIPELINED_8_BYTE.items()},
     ("forward", "float64", "rr"): _PIPELINED_F64_ROW_MAJOR,
-    **{("forward_argmax", d, "rr"): _PIPELINED_ARGMAX_4_BYTE for d in ("float32", "int32")},
+    ("forward_argmax", "float32", "rr"): _PIPELINED_ARGMAX_4_BYTE._replace(each_k=_FLOAT_EACH_K),
+    ("forward_argmax", "int32", "rr"): _PIPELINED_ARGMAX_4_BYTE,
 }
 #: The same, for the products with the exact integer path (int32 and int64 under max_plus, min_plus,
 #: max_times).  The argmax ran 1.36-1.48 times as fast as the register-staged one in every layout (int32,
@@ -256,6 +269,28 @@ def tile_shape(spec: KernelSpec) -> TileShape:
     return TILE_SHAPES[(spec.tile, spec.dtype, spec.op)]
 
 
+def each_k_depth(spec: KernelSpec) -> int:
+    """The deepest K whose argmax ``spec``'s kernel finds by comparing every candidate, keeping each
+    output's winning k itself (the smallest on ties); 0 where it never does.  Deeper products record, per
+    output, the slice where its value last improved, and a second launch resolves the k from there
+    (``engines/cuda/plan.py``): the square and small families' kernels, one slice deep or ``each_k``.
+    The stream family always records slices (its K is many slices deep).  The kernel and the planner
+    both read it: the kernel as its ``EACH_K``.
+
+    Examples:
+        >>> from tropical_gemm.jit import make_spec
+        >>> from tropical_gemm.jit.source import each_k_depth
+        >>> [each_k_depth(make_spec("forward_argmax", "max_plus", d)) for d in ("float32", "int32")]
+        [256, 16]
+        >>> each_k_depth(make_spec("forward", "max_plus", "float32"))
+        0
+    """
+    if spec.op != "forward_argmax" or spec.tile not in ("square", "small"):
+        return 0
+    shape = tile_shape(spec)
+    return max(shape.bk, shape.each_k)
+
+
 def dynamic_shared_bytes(spec: KernelSpec) -> int:
     """The dynamic shared memory ``spec``'s kernel is launched with: the pipelined kernel's stages, else 0.
 
@@ -334,7 +369,7 @@ def fragment(spec: KernelSpec) -> str:
             b_row="true" if spec.b_layout == "row" else "false",
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
             min_blocks=shape.min_blocks, unroll=shape.unroll or "TG_UNROLL", stages=shape.stages,
-            smem_bytes=dynamic_shared_bytes(spec),
+            smem_bytes=dynamic_shared_bytes(spec), each_k=each_k_depth(spec),
         )
         template = read_cuda_file(_forward_template(spec))
     else:

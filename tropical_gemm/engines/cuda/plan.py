@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...jit.source import (ELEMENTWISE_THREADS, PIPELINED_SHARED_LIMIT, TILE_SHAPES, TileShape,
-                           dynamic_shared_bytes, tile_shape)
+                           dynamic_shared_bytes, each_k_depth, tile_shape)
 from ...jit.spec import KernelSpec, make_spec
 from ...shapes import ProductShape
 from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_strides, fold_batch
@@ -28,8 +28,8 @@ from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_stri
 SKINNY_MAX_ROWS = 16
 
 #: The tile families whose argmax records slices, resolved to the exact k by a second launch where K is
-#: deeper than one slice (the skinny, vector and thin kernels compare every candidate; the baseline is one
-#: pass).
+#: deeper than ``source.each_k_depth`` (the skinny, vector and thin kernels compare every candidate; the
+#: baseline is one pass).
 RESOLVED_TILES = ("square", "small")
 
 #: Outputs a side of the staged resolve's tiles, largest first (staged.cuh: argmax_resolve_staged).
@@ -138,9 +138,10 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
         return "thin", m < n
     if min(m, n) <= SKINNY_MAX_ROWS:
         return "vector" if min(m, n) == 1 else "skinny", n < m
-    square = tile_shape(make_spec(op, semiring, dtype))
+    spec = make_spec(op, semiring, dtype)
+    square = tile_shape(spec)
     tiles = -(-m // square.bm) * -(-n // square.bn) * batches
-    if tiles * k_splits(tiles, k, sms, square.min_blocks) >= int(sms * square.min_blocks * _FILLED):
+    if tiles * k_splits(tiles, k, sms, square.min_blocks, slice_least(spec)) >= int(sms * square.min_blocks * _FILLED):
         return "square", False
     return "small", False
 
@@ -151,7 +152,7 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
 _FILLED = 3 / 4
 
 
-def k_splits(tiles: int, k: int, sms: int, waves: int = 2) -> int:
+def k_splits(tiles: int, k: int, sms: int, waves: int = 2, least: int = MIN_SPLIT_K) -> int:
     """K slices to run side by side where the output's tiles leave the GPU's waves part empty.
 
     ⊕ is exact and associative, so slices combine to the same bits; the
@@ -161,13 +162,22 @@ def k_splits(tiles: int, k: int, sms: int, waves: int = 2) -> int:
     each as long as a slice plus a block's fixed cost, and the partial
     results written and combined.  That avoids a second, nearly empty
     wave: 56 tiles in 5 slices need 280 blocks, one wave of 264 and 16
-    more, where 4 slices fit in one.
+    more, where 4 slices fit in one.  ``least``: the shortest slice
+    (``slice_least``).
     """
     slots = waves * sms
-    if tiles >= _SPLIT_WAVES * slots or k < 2 * MIN_SPLIT_K:
+    if tiles >= _SPLIT_WAVES * slots or k < 2 * least:
         return 1
-    most = min(k // MIN_SPLIT_K, -(-_SPLIT_WAVES * slots // tiles))
+    most = min(k // least, -(-_SPLIT_WAVES * slots // tiles))
     return min(range(1, most + 1), key=lambda splits: _sliced_time(tiles, k, slots, splits))
+
+
+def slice_least(spec: KernelSpec) -> int:
+    """The shortest K slice of ``spec``'s products: ``MIN_SPLIT_K``, and for an argmax deeper than the K its
+    kernel compares every candidate of (``source.each_k_depth``).  Sliced products have few outputs and a
+    long K, where the combine's one resolve costs little: compared in every slice, each multiply-add would
+    pay for a compare and a select instead."""
+    return max(MIN_SPLIT_K, each_k_depth(spec) + 1)
 
 
 #: Products with at least this many waves of tiles are never sliced: their last wave is a small part.
@@ -311,7 +321,7 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         spec = make_spec(op, semiring, dtype, a_layout=spec.a_layout, b_layout=spec.b_layout, tile=tile)
     shape = tile_shape(spec)
     tiles = -(-m // shape.bm) * -(-n // shape.bn) * batches
-    splits = k_splits(tiles, k, sms, _blocks_per_sm(shape, tile)) if may_split else 1
+    splits = k_splits(tiles, k, sms, _blocks_per_sm(shape, tile), slice_least(spec)) if may_split else 1
     work = None
     if may_split and tile == "square":
         stream = make_spec(op, semiring, dtype, a_layout=spec.a_layout, b_layout=spec.b_layout, tile="stream")
@@ -325,9 +335,10 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
     per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
     scratch_bytes = 0 if work is None else work.nbytes
     resolve, b_copy = None, None
-    if argmax and tile in RESOLVED_TILES and k > shape.bk:
-        # the square argmax left slices' first k in idx (a K of one slice: the winners themselves, no resolve):
-        # the resolve reads the same arguments and the slice depth (the staged form: its tile edge and pitch)
+    if argmax and tile in RESOLVED_TILES and k > each_k_depth(spec):
+        # the square argmax left slices' first k in idx (a K of at most each_k_depth: the winners themselves,
+        # no resolve): the resolve reads the same arguments and the slice depth (the staged form: its tile
+        # edge and pitch)
         staged = staged_resolve(m, n, k, shape.bk, np.dtype(dtype).itemsize, shared_limit)
         if staged is not None:
             edge, pitch = staged
