@@ -114,7 +114,7 @@ def reduce_launch(semiring: str, dtype: str, rows: int, k: int, strides: tuple[i
 
     Its arguments after ``(x, values, argmax)`` are the rows, k and ``x``'s two strides in elements.
     """
-    from ..engines.cuda.plan import Plan as Launch
+    from ..engines.cuda.launch import Plan as Launch
     from ..jit import make_spec
 
     return Launch(make_spec("reduce", semiring, dtype), -(-rows // (REDUCE_THREADS // 32)), REDUCE_THREADS,

@@ -14,7 +14,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from ...jit import get_function, tiers
-from .plan import ForwardPlan, Plan
+from .launch import Plan
+from .plan import ForwardPlan
 
 
 class Launchable(Protocol):

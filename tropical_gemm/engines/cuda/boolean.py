@@ -26,7 +26,7 @@ from ...jit.source import ELEMENTWISE_THREADS, tile_shape
 from .. import cupy_module
 from .batching import (KERNEL_BATCH_DIMS, Problem, batch_strides, element_strides, fold_batch, fold_dims,
                        split_batches)
-from .plan import GRID_LIMIT, elementwise_grid
+from .launch import GRID_LIMIT, elementwise_grid
 
 #: ks per packed word on the GPU.
 WORD_BITS = 32

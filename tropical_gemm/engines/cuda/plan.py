@@ -17,11 +17,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...jit.source import (ELEMENTWISE_THREADS, PIPELINED_SHARED_LIMIT, TILE_SHAPES, TileShape,
-                           dynamic_shared_bytes, each_k_depth, tile_shape)
+from ...jit.source import (ELEMENTWISE_THREADS, TILE_SHAPES, TileShape, dynamic_shared_bytes, each_k_depth,
+                           tile_shape)
 from ...jit.spec import KernelSpec, make_spec
 from ...shapes import ProductShape
 from .batching import KERNEL_BATCH_DIMS, Problem, batch_strides, contiguous_strides, fold_batch
+from .launch import GRID_LIMIT, Plan, aligned, elementwise_grid
+from .resolve import plan_resolve
 
 #: Products whose smaller side (M, or N after transposing) is at most this
 #: many rows use the skinny family: a square tile would leave most lanes idle.
@@ -32,40 +34,13 @@ SKINNY_MAX_ROWS = 16
 #: baseline is one pass).
 RESOLVED_TILES = ("square", "small")
 
-#: Outputs a side of the staged resolve's tiles, largest first (staged.cuh: argmax_resolve_staged).
-RESOLVE_EDGES = (64, 32, 16)
-
 #: K slices are at least this deep when a product is split along K.
 MIN_SPLIT_K = 256
-
-#: The largest grid a launch asks for; the kernels loop over what lies beyond it.
-GRID_LIMIT = 2**31 - 1
 
 _NULL = 0  # the argmax address of a launch without one
 
 #: A forward launch's scalars: M, N, K, six strides, the batch count and ``Problem.batch_args()``.
 FORWARD_SCALARS = 18
-
-
-class Plan(NamedTuple):
-    """One kernel launch: the kernel, its (one-dimensional) grid and block, and the scalars after the addresses.
-
-    ``scalars`` are the kernel's 64-bit integer arguments; ``int32_scalars``
-    follow them where a kernel declares 32-bit ones (the argmax resolve's
-    slice depth).  ``shared_bytes``: the dynamic shared memory it takes.
-    """
-
-    spec: KernelSpec
-    grid: int
-    block: int
-    scalars: tuple[int, ...]
-    int32_scalars: tuple[int, ...] = ()
-    shared_bytes: int = 0
-
-
-def elementwise_grid(work: int) -> int:
-    """Blocks for one thread per item of ``work`` (capped: the kernels loop over the rest)."""
-    return max(1, min(-(-work // ELEMENTWISE_THREADS), GRID_LIMIT))
 
 
 class ForwardPlan(NamedTuple):
@@ -272,15 +247,6 @@ _SQUARE_FILLED = 0.9
 _STREAM_MIN_SLICES = 8
 
 
-def aligned(nbytes: int) -> int:
-    """``nbytes`` rounded up to the alignment scratch buffers start at within one allocation."""
-    return -(-nbytes // _ALIGN) * _ALIGN
-
-
-#: The alignment of each buffer within a launch's scratch memory.
-_ALIGN = 256
-
-
 def _blocks_per_sm(shape: TileShape, tile: str) -> int:
     """What the K slices of a product aim to fill: the square kernels' residency, two blocks elsewhere."""
     return shape.min_blocks if tile == "square" else 2
@@ -332,28 +298,15 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         if work is not None:
             spec, shape, splits = stream, stream_shape, 1
     scalars = (m, n, k, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, batches, *Problem(m, n, k, dims, (sa, sb)).batch_args())
-    per_output = elementwise_grid(m * n * batches)  # one thread per output: the resolve's grid, and the baseline's
+    per_output = elementwise_grid(m * n * batches)  # one thread per output: the baseline's grid
     scratch_bytes = 0 if work is None else work.nbytes
     resolve, b_copy = None, None
     if argmax and tile in RESOLVED_TILES and k > each_k_depth(spec):
         # the square argmax left slices' first k in idx (a K of at most each_k_depth: the winners themselves,
-        # no resolve): the resolve reads the same arguments and the slice depth (the staged form: its tile
-        # edge and pitch)
-        staged = staged_resolve(m, n, k, shape.bk, np.dtype(dtype).itemsize, shared_limit)
-        if staged is not None:
-            edge, pitch = staged
-            tiles_of_outputs = -(-m // edge) * -(-n // edge) * batches
-            resolve = Plan(make_spec("argmax_resolve_staged", semiring, dtype), min(tiles_of_outputs, GRID_LIMIT),
-                           ELEMENTWISE_THREADS, scalars, (shape.bk, edge, pitch),
-                           2 * edge * pitch * np.dtype(dtype).itemsize)
-        else:
-            operands = scalars
-            if copy_b_for_the_resolve(b_shape, b_strides, m * n * batches):
-                b_copy = transpose_plan(dtype, k, n, b_sk, b_sn)
-                scratch_bytes = aligned(scratch_bytes) + k * n * np.dtype(dtype).itemsize
-                operands = with_b_transposed(scalars)
-            resolve = Plan(make_spec("argmax_resolve", semiring, dtype), per_output, ELEMENTWISE_THREADS, operands,
-                           (shape.bk,))
+        # no resolve)
+        resolve, b_copy, copy_bytes = plan_resolve(semiring, dtype, scalars, shape.bk, b_shape, b_strides,
+                                                   shared_limit)
+        scratch_bytes = aligned(scratch_bytes) + copy_bytes if b_copy is not None else scratch_bytes
     baseline = make_spec(op, semiring, dtype, tile="baseline")
     fixup = None
     if work is None:
@@ -365,62 +318,6 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         product=product, resolve=resolve, baseline=Plan(baseline, per_output, tile_shape(baseline).threads, scalars),
         swap_operands=transpose, splits=splits, b_copy=b_copy, scratch_bytes=scratch_bytes, work=work, fixup=fixup,
     )
-
-
-def staged_resolve(m: int, n: int, k: int, depth: int, itemsize: int,
-                   shared_limit: "int | None") -> "tuple[int, int] | None":
-    """The staged resolve's (tile edge, pitch) for an M×K×N product, or None where the resolve of one thread
-    an output serves it.
-
-    A block copies the rows of A and columns of B that ``edge`` × ``edge`` outputs read, every k, into shared
-    memory, ``pitch`` values a line (K rounded up to a 16-byte run, plus a run: slices stay aligned, and
-    neighbouring lines fall in different banks).  The edge is the largest whose lines fit
-    ``PIPELINED_SHARED_LIMIT`` (or the GPU's ``shared_limit``).  The staged form serves where that moves at
-    most a quarter of the values (K over each side's edge) that an output's two slices of ``depth`` hold:
-    beyond that, its search of the slices in shared memory costs more than the global reads it saves
-    (``benchmarks/argmax_short_k.py`` measures both sides; docs/performance.md has the figures).
-
-    Examples:
-        >>> staged_resolve(64, 64, 64, 16, 4, None)  # batches of small matrices: rows and columns staged
-        (64, 68)
-        >>> staged_resolve(256, 256, 256, 16, 4, None) is None  # 16 values an output: the slices serve
-        True
-        >>> staged_resolve(4096, 4096, 4096, 16, 4, None) is None  # K too long for shared memory
-        True
-    """
-    run = 16 // itemsize
-    pitch = -(-k // run) * run + run
-    limit = PIPELINED_SHARED_LIMIT if shared_limit is None else min(shared_limit, PIPELINED_SHARED_LIMIT)
-    for edge in RESOLVE_EDGES:
-        if 2 * edge * pitch * itemsize <= limit:
-            moved = k * (1 / min(m, edge) + 1 / min(n, edge))
-            return (edge, pitch) if moved <= depth / 4 else None
-    return None
-
-
-def copy_b_for_the_resolve(b_shape: tuple[int, ...], b_strides: tuple[int, ...], outputs: int) -> bool:
-    """Whether an argmax resolve should read a k-contiguous copy of B (see ``transpose_plan``).
-
-    Where B's k is not its contiguous axis, each k of an output's slice is a
-    sector of its own; in the copy the slice is one run.  Only where B is
-    one matrix (shared by any batch), and the copy is no larger than the
-    output: a bounded, transient cost.
-    """
-    one_matrix = all(size == 1 or stride == 0 for size, stride in zip(b_shape[:-2], b_strides[:-2]))
-    return one_matrix and abs(b_strides[-2]) != 1 and b_shape[-2] * b_shape[-1] <= outputs
-
-
-def transpose_plan(dtype: str, k: int, n: int, b_sk: int, b_sn: int) -> Plan:
-    """The launch writing B (K × N, strides in elements) transposed and C-contiguous: (B address, copy address)."""
-    tiles = -(-k // 32) * -(-n // 32)
-    return Plan(make_spec("transpose", "max_plus", dtype), min(tiles, GRID_LIMIT), ELEMENTWISE_THREADS,
-                (k, n, b_sk, b_sn))
-
-
-def with_b_transposed(scalars: tuple[int, ...]) -> tuple[int, ...]:
-    """A forward launch's scalars with B's k and n strides those of its C-contiguous transpose."""
-    k = scalars[2]
-    return (*scalars[:5], 1, k, *scalars[7:])
 
 
 @lru_cache(maxsize=1024)

@@ -21,8 +21,9 @@ from functools import lru_cache
 
 from ...jit import make_spec
 from ...jit.source import ELEMENTWISE_THREADS
-from .plan import (ForwardPlan, Plan, aligned, copy_b_for_the_resolve, elementwise_grid, plan_forward,
-                   transpose_plan, with_b_transposed)
+from .launch import Plan, aligned, elementwise_grid
+from .plan import ForwardPlan, plan_forward
+from .resolve import copy_b_for_the_resolve, transpose_plan, with_b_transposed
 
 
 def k_slices(k: int, splits: int) -> tuple[int, int, int]:
