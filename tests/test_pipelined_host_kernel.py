@@ -26,7 +26,8 @@ from tropical_gemm.jit import source
 from tropical_gemm.jit.source import TileShape, fragment, tile_shape
 
 _HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "staged.cuh", "pipelined.cuh")
-_LAUNCH = r"""
+#: The host build's entry point of a forward kernel (its 18 scalars); the square kernel's tests share it.
+FORWARD_LAUNCH = r"""
 extern "C" void launch_forward(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
                                const long long* s) {
   launch(grid, block, [=] { forward((const T_*)A, (const T_*)B, (T_*)C, IDX, s[0], s[1], s[2], s[3], s[4],
@@ -47,7 +48,7 @@ def fresh_plans():
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory):
     """Each spec's host build, built on first use."""
-    return host_cuda.forward_builder(tmp_path_factory.mktemp("pipelined"), _HEADERS, _LAUNCH)
+    return host_cuda.forward_builder(tmp_path_factory.mktemp("pipelined"), _HEADERS, FORWARD_LAUNCH)
 
 
 def host_product(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str, argmax: bool = False):

@@ -19,30 +19,14 @@ import tropical_gemm as tg
 from tropical_gemm.engines.cuda.plan import plan_forward
 from tropical_gemm.jit import source
 from tropical_gemm.jit.source import fragment, tile_shape
-from test_pipelined_host_kernel import operand
+from test_pipelined_host_kernel import FORWARD_LAUNCH, fresh_plans, operand  # noqa: F401 (a fixture)
 
 _HEADERS = ("preamble.cuh", "semirings.cuh", "tiles.cuh", "square.cuh")
-_LAUNCH = r"""
-extern "C" void launch_forward(long long grid, long long block, const void* A, const void* B, void* C, int* IDX,
-                               const long long* s) {
-  launch(grid, block, [=] { forward((const T_*)A, (const T_*)B, (T_*)C, IDX, s[0], s[1], s[2], s[3], s[4],
-                                    s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], s[16],
-                                    s[17]); });
-}
-"""
-
-
-@pytest.fixture(autouse=True)
-def fresh_plans():
-    """Plans are cached by shape: the tests that swap a tile shape must not meet another test's plans."""
-    plan_forward.cache_clear()
-    yield
-    plan_forward.cache_clear()
 
 
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory):
-    return host_cuda.forward_builder(tmp_path_factory.mktemp("square"), _HEADERS, _LAUNCH)
+    return host_cuda.forward_builder(tmp_path_factory.mktemp("square"), _HEADERS, FORWARD_LAUNCH)
 
 
 def square_argmax(host_kernels, a: np.ndarray, b: np.ndarray, semiring: str):
