@@ -22,6 +22,7 @@ from throughput import bench_product, environment
 
 from tropical_gemm.engines import cuda as cuda_engine
 from tropical_gemm.engines.cuda import gpu as cuda_gpu
+from tropical_gemm.engines.cuda import plan as cuda_plan
 
 #: (M, K, N, batch): small squares, a long K, a batch of small matrices, and
 #: the sizes where the rule hands over to the square family.
@@ -38,12 +39,15 @@ def family_of(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> s
 
 
 def forced_square(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> float:
-    real = cuda_gpu.sm_count
-    cuda_gpu.sm_count = lambda device_id: 1
+    """One SM reported, and the square tiles taken however much of them lies outside C."""
+    real, useful = cuda_gpu.sm_count, cuda_plan._USEFUL
+    cuda_gpu.sm_count, cuda_plan._USEFUL = (lambda device_id: 1), 0.0
+    cuda_plan.plan_forward.cache_clear()
     try:
         return bench_product(m, k, n, argmax=argmax, batch=batch, graph=True)
     finally:
-        cuda_gpu.sm_count = real
+        cuda_gpu.sm_count, cuda_plan._USEFUL = real, useful
+        cuda_plan.plan_forward.cache_clear()
 
 
 def run() -> dict[str, object]:

@@ -45,10 +45,12 @@ def launch_stream_k() -> None:
 
 
 def main() -> None:
-    """Each shape as the engine picks its family, then with the square family forced (one SM reported), then
-    stream-K (32 SMs reported, stream-K wherever it may run)."""
+    """Each shape as the engine picks its family, then with the square family forced (one SM reported, the
+    square tiles taken however much of them lies outside C), then stream-K (32 SMs reported, stream-K
+    wherever it may run)."""
     launch_every_family()
     cuda_gpu.sm_count = lambda device_id: 1
+    planning._USEFUL = 0.0
     launch_every_family()
     cuda_gpu.sm_count = lambda device_id: 32
     planning._SQUARE_FILLED = 1.01
