@@ -40,7 +40,7 @@ def timed(family: str, side: int, dtype: str, batch: int, argmax: bool) -> float
     """The product as the engine plans it ("chosen"), or with the planner steered to the square or small family."""
     real = cuda_gpu.sm_count, cuda_plan._USEFUL, cuda_plan._FILLED
     if family == "square":  # one SM, and the square tiles however much of them lies outside C
-        cuda_gpu.sm_count, cuda_plan._USEFUL = (lambda device_id: 1), 0.0
+        cuda_gpu.sm_count, cuda_plan._USEFUL = (lambda device_id: 1), {}
     elif family == "small":  # the fill threshold out of reach: every such product plans small
         cuda_plan._FILLED = 1e9
     cuda_plan.plan_forward.cache_clear()

@@ -41,7 +41,7 @@ def family_of(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> s
 def forced_square(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> float:
     """One SM reported, and the square tiles taken however much of them lies outside C."""
     real, useful = cuda_gpu.sm_count, cuda_plan._USEFUL
-    cuda_gpu.sm_count, cuda_plan._USEFUL = (lambda device_id: 1), 0.0
+    cuda_gpu.sm_count, cuda_plan._USEFUL = (lambda device_id: 1), {}
     cuda_plan.plan_forward.cache_clear()
     try:
         return bench_product(m, k, n, argmax=argmax, batch=batch, graph=True)

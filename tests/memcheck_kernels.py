@@ -50,7 +50,7 @@ def main() -> None:
     wherever it may run)."""
     launch_every_family()
     cuda_gpu.sm_count = lambda device_id: 1
-    planning._USEFUL = 0.0
+    planning._USEFUL = {}
     launch_every_family()
     cuda_gpu.sm_count = lambda device_id: 32
     planning._SQUARE_FILLED = 1.01

@@ -51,7 +51,7 @@ def test_choose_tile(m, n, k, batches, expected):
 
 
 def test_one_sm_takes_the_square_family_where_a_quarter_of_its_tiles_lies_inside_c(monkeypatch):
-    """What the GPU tests use to run every shape through the tuned kernels too (with ``_USEFUL`` 0), and the
+    """What the GPU tests use to run every shape through the tuned kernels too (with ``_USEFUL`` empty), and the
     padding rule: batches of 64² float32 matrices fill the GPU but a quarter of each 128 × 128 tile, 96² more."""
     from tropical_gemm.engines.cuda import plan as cuda_plan
 
@@ -59,7 +59,9 @@ def test_one_sm_takes_the_square_family_where_a_quarter_of_its_tiles_lies_inside
     assert cuda_engine.choose_tile(17, 17, 1, 1, "int64", "forward_argmax", sms=1) == ("small", False)
     assert cuda_engine.choose_tile(64, 64, 64, 4096, "float32", "forward", sms=132) == ("small", False)
     assert cuda_engine.choose_tile(96, 96, 96, 1213, "float32", "forward", sms=132) == ("square", False)
-    monkeypatch.setattr(cuda_plan, "_USEFUL", 0.0)
+    assert cuda_engine.choose_tile(64, 64, 64, 4096, "int32", "forward", sms=132) == ("square", False)  # 1/8
+    assert cuda_engine.choose_tile(32, 32, 32, 32768, "int32", "forward", sms=132) == ("small", False)
+    monkeypatch.setattr(cuda_plan, "_USEFUL", {})
     assert cuda_engine.choose_tile(17, 17, 1, 1, "int64", "forward_argmax", sms=1) == ("square", False)
 
 

@@ -44,7 +44,7 @@ def family(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """
     if request.param == "square":
         monkeypatch.setattr(cuda_gpu, "sm_count", lambda device_id: 1)
-        monkeypatch.setattr(cuda_plan, "_USEFUL", 0.0)
+        monkeypatch.setattr(cuda_plan, "_USEFUL", {})
     return request.param
 
 

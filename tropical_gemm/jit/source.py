@@ -76,16 +76,16 @@ _SQUARE_F32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
 _SQUARE_I32 = TileShape(128, 128, 16, 8, 8, min_blocks=2, unroll=2)
 _SQUARE_F64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)
 _SQUARE_I64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)  # BK=16 beat 8: tune-tiles-8-byte-H100-2026-11-24.json
-# The argmax variant also keeps, per output, the slice number and the value
-# before the slice.  With the plain product's 8×8 thread tile ("wide") that
-# takes the register file of an SM for one block, and its compile went over
-# the budget; the 8×4 thread tile ("lean") compiles in about half the time.
-# Switch: point _ARGMAX_4_BYTE at the other one to compare them on a GPU.
 #: The float argmaxes of a K up to this deep compare every candidate (``TileShape.each_k``): a compare and a
 #: select per multiply-add cost less there than the resolve of the slices, whose work grows with the outputs
 #: alone (benchmarks/argmax_short_k.py --each-k on an H200).  The integer ones keep the slices: their ⊗ and ⊕
 #: are one instruction, which the compare and selects would quadruple.
 _FLOAT_EACH_K = 256
+# The argmax variant also keeps, per output, the slice number and the value
+# before the slice.  With the plain product's 8×8 thread tile ("wide") that
+# takes the register file of an SM for one block, and its compile went over
+# the budget; the 8×4 thread tile ("lean") compiles in about half the time.
+# Switch: point _ARGMAX_4_BYTE at the other one to compare them on a GPU.
 _ARGMAX_4_BYTE_WIDE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
 _ARGMAX_4_BYTE_LEAN = TileShape(128, 64, 8, 8, 4, min_blocks=2)
 _ARGMAX_4_BYTE = _ARGMAX_4_BYTE_LEAN

@@ -103,7 +103,7 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
       idle;
     * "square", the tuned tiles (``source.tile_shape``), when its blocks,
       K slices included, fill at least 3/4 of the blocks the SMs hold at
-      once (the tile's residency), and more than ``_USEFUL`` of their
+      once (the tile's residency), and more than the dtype's ``_USEFUL`` of their
       outputs lie inside C;
     * "small", a 32×32 tile, otherwise: a product too small to fill the GPU
       with large tiles gets up to 16 times as many blocks, and its kernel
@@ -122,7 +122,7 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
     tiles = tiles_m * tiles_n * batches
     blocks = tiles * k_splits(tiles, k, sms, square.min_blocks, slice_least(spec))
     fills = blocks >= int(sms * square.min_blocks * _FILLED)
-    if fills and m * n > _USEFUL * tiles_m * square.bm * tiles_n * square.bn:
+    if fills and m * n > _USEFUL.get(dtype, 0.0) * tiles_m * square.bm * tiles_n * square.bn:
         return "square", False
     return "small", False
 
@@ -131,11 +131,12 @@ def choose_tile(m: int, n: int, k: int, batches: int, dtype: str, op: str, sms: 
 #: 1000×3000×777 fills 85% of them (four K slices of 56 tiles of 128×128) and runs faster square, the cases
 #: of benchmarks/tile_families.py that take the small family fill at most 55%.
 _FILLED = 3 / 4
-#: The share of the square tiles' outputs that must lie inside C for the square family to be chosen.  Batches
-#: of 32² to 64² float32 matrices (a quarter of a 128 × 128 tile, or less) ran 1.4-6.1 times as fast on the
-#: small family, 96² (56%) and up slower; float64's 32² (a quarter of its 64 × 64 tile) 1.7-2.7 times, 48²
-#: (56%) and up slower (benchmarks/small_batches.py, small-batches-NVIDIA_H200-2026-12-02-dd7108c.json).
-_USEFUL = 1 / 4
+#: Per dtype, the share of the square tiles' outputs that must lie inside C for the square family to be chosen
+#: (none where the dtype is missing): below it a batch of small matrices computes mostly padding, and the small
+#: family, whose tiles it fills, ran faster.  int32's small kernel (with the exact path) is slower beside its
+#: square one, so it takes over only where less of the tile lies inside C (benchmarks/small_batches.py;
+#: docs/performance.md, "Batches of small matrices").
+_USEFUL = {"float32": 1 / 4, "float64": 1 / 4, "int64": 1 / 4, "int32": 1 / 8}
 
 
 def k_splits(tiles: int, k: int, sms: int, waves: int = 2, least: int = MIN_SPLIT_K) -> int:
