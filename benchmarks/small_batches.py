@@ -21,8 +21,8 @@ import sys
 
 from results_file import run_and_save  # benchmarks/ is this script's own directory
 from throughput import bench_product, environment
+from tile_families import steered
 
-from tropical_gemm.engines.cuda import gpu as cuda_gpu
 from tropical_gemm.engines.cuda import plan as cuda_plan
 
 #: The sides of the square matrices, batched.
@@ -38,17 +38,8 @@ def family_of(dtype: str, side: int, batch: int, argmax: bool) -> str:
 
 def timed(family: str, side: int, dtype: str, batch: int, argmax: bool) -> float:
     """The product as the engine plans it ("chosen"), or with the planner steered to the square or small family."""
-    real = cuda_gpu.sm_count, cuda_plan._USEFUL, cuda_plan._FILLED
-    if family == "square":  # one SM, and the square tiles however much of them lies outside C
-        cuda_gpu.sm_count, cuda_plan._USEFUL = (lambda device_id: 1), {}
-    elif family == "small":  # the fill threshold out of reach: every such product plans small
-        cuda_plan._FILLED = 1e9
-    cuda_plan.plan_forward.cache_clear()
-    try:
+    with steered(family):
         return bench_product(side, side, side, dtype, argmax=argmax, batch=(batch,), graph=True)
-    finally:
-        cuda_gpu.sm_count, cuda_plan._USEFUL, cuda_plan._FILLED = real
-        cuda_plan.plan_forward.cache_clear()
 
 
 def run(dtypes: list[str]) -> dict[str, object]:

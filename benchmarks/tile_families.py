@@ -16,6 +16,8 @@ Writes ``tile-families-<device>-<date>.json`` and prints a table.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from results_file import run_and_save  # benchmarks/ is this script's own directory
 from throughput import bench_product, environment
@@ -38,16 +40,27 @@ def family_of(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> s
     return cuda_engine.choose_tile(m, n, k, batches, "float32", op, cuda_gpu.sm_count(0))[0]
 
 
-def forced_square(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> float:
-    """One SM reported, and the square tiles taken however much of them lies outside C."""
-    real, useful = cuda_gpu.sm_count, cuda_plan._USEFUL
-    cuda_gpu.sm_count, cuda_plan._USEFUL = (lambda device_id: 1), {}
+@contextmanager
+def steered(family: str) -> Iterator[None]:
+    """Products planned meanwhile take ``family`` where the planner would choose between square and small
+    ("chosen": as it chooses).  "square": one SM reported, and the square tiles taken however much of them
+    lies outside C; "small": the square family's fill threshold out of reach."""
+    real = cuda_gpu.sm_count, cuda_plan._USEFUL, cuda_plan._FILLED
+    if family == "square":
+        cuda_gpu.sm_count, cuda_plan._USEFUL = (lambda device_id: 1), {}
+    elif family == "small":
+        cuda_plan._FILLED = 1e9
     cuda_plan.plan_forward.cache_clear()
     try:
-        return bench_product(m, k, n, argmax=argmax, batch=batch, graph=True)
+        yield
     finally:
-        cuda_gpu.sm_count, cuda_plan._USEFUL = real, useful
+        cuda_gpu.sm_count, cuda_plan._USEFUL, cuda_plan._FILLED = real
         cuda_plan.plan_forward.cache_clear()
+
+
+def forced_square(m: int, k: int, n: int, batch: tuple[int, ...], argmax: bool) -> float:
+    with steered("square"):
+        return bench_product(m, k, n, argmax=argmax, batch=batch, graph=True)
 
 
 def run() -> dict[str, object]:
