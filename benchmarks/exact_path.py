@@ -12,11 +12,15 @@ and 4096³ squares, 1000×777×3000 (stream-K where the planner takes it), and a
 K of 16 (one slice: the argmax compares every candidate in the product
 kernel and needs no resolve).
 
-    python benchmarks/exact_path.py [--label L] [--out benchmarks/results]   # GPU
+    python benchmarks/exact_path.py [--label L] [--semirings max_plus max_mul] [--orders C CF F]
+                                    [--out benchmarks/results]   # GPU
 
-Writes ``exact-path-<device>-<date>.json`` (T ops/s = 2·M·N·K per second,
-tiering off, ``throughput.bench_product``'s timing).  Run it in two checkouts
-with different ``--label`` to compare commits.
+``--semirings`` (default ``max_plus``) and ``--orders`` (default ``C``: both
+operands row-major; ``CF``: A row-major, B column-major; ``F``: both
+column-major) run every case in each, so that each operand layout's kernels
+are timed.  Writes ``exact-path-<device>-<date>.json`` (T ops/s = 2·M·N·K per
+second, tiering off, ``throughput.bench_product``'s timing).  Run it in two
+checkouts with different ``--label`` to compare commits.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from results_file import LABEL_OPTION, run_and_save
 
 #: (dtype, argmax, M, K, N, wild)
 CASES = [("float32", False, 2048, 2048, 2048, False), ("float32", False, 1000, 777, 3000, False),
+         ("float32", False, 4096, 4096, 4096, False),
          ("float32", True, 2048, 2048, 2048, False), ("float32", True, 1000, 777, 3000, False),
          ("float32", True, 4096, 4096, 4096, False),
          ("int32", False, 2048, 2048, 2048, False), ("int32", False, 1000, 777, 3000, False),
@@ -50,29 +55,38 @@ def wild_operands(draw, zero: str = "min"):
     return operands
 
 
-def run(label: str) -> dict[str, object]:
+def run(label: str, semirings: list[str], orders: list[str]) -> dict[str, object]:
     os.environ.setdefault("TROPICAL_GEMM_TIERED", "0")
     tame = throughput.random_operands
     rows = []
-    for dtype, argmax, m, k, n, wild in CASES:
-        throughput.random_operands = wild_operands(tame) if wild else tame
-        seconds = throughput.bench_product(m, k, n, dtype, "max_plus", argmax=argmax)
-        rows.append({"dtype": dtype, "argmax": argmax, "mkn": [m, k, n], "wild": wild, "seconds": seconds,
-                     "tops": 2 * m * k * n / seconds / 1e12})
+    for semiring in semirings:
+        for order in orders:
+            for dtype, argmax, m, k, n, wild in CASES:
+                throughput.random_operands = wild_operands(tame) if wild else tame
+                seconds = throughput.bench_product(m, k, n, dtype, semiring, argmax=argmax, order=order)
+                rows.append({"semiring": semiring, "order": order, "dtype": dtype, "argmax": argmax, "mkn": [m, k, n],
+                             "wild": wild, "seconds": seconds, "tops": 2 * m * k * n / seconds / 1e12})
     throughput.random_operands = tame
-    return {"environment": throughput.environment(), "label": label, "command": "python benchmarks/exact_path.py",
+    return {"environment": throughput.environment(), "label": label,
+            "command": f"python benchmarks/exact_path.py --semirings {' '.join(semirings)} --orders {' '.join(orders)}",
             "results": rows}
 
 
 def table(report: dict[str, object]) -> list[str]:
-    lines = [f"{'dtype':8} {'argmax':6} {'wild':5} {'M×K×N':16} T ops/s  ({report['label']})"]
+    lines = [f"{'semiring':9} {'order':5} {'dtype':8} {'argmax':6} {'wild':5} {'M×K×N':16} T ops/s  ({report['label']})"]
     for r in report["results"]:
-        lines.append(f"{r['dtype']:8} {r['argmax']!s:6} {r['wild']!s:5} {'x'.join(map(str, r['mkn'])):16} {r['tops']:7.2f}")
+        lines.append(f"{r.get('semiring', 'max_plus'):9} {r.get('order', 'C'):5} {r['dtype']:8} {r['argmax']!s:6} "
+                     f"{r['wild']!s:5} {'x'.join(map(str, r['mkn'])):16} {r['tops']:7.2f}")
     return lines
 
 
+OPTIONS = {**LABEL_OPTION,
+           "--semirings": {"nargs": "+", "default": ["max_plus"], "help": "semirings to run every case in"},
+           "--orders": {"nargs": "+", "default": ["C"], "help": "operand layouts: C, F, or one letter each (CF)"}}
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_and_save(__doc__, argv, "exact-path", run, table, LABEL_OPTION)
+    return run_and_save(__doc__, argv, "exact-path", run, table, OPTIONS)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ namespace tg {
 // while one is computed, with no registers held for the loads and one
 // barrier per slice.  A [line][k] operand is read KG ks at a time (one 8- or
 // 16-byte read per line); when both operands are, KG is half a 16-byte run,
-// which keeps both groups in registers beside the accumulators.  Output
+// which keeps both groups in registers beside the accumulators; so too in
+// the 4-byte plain products with the exact path, whose tame check and
+// wild-slice branch need registers of their own at the same cap.  Output
 // tiles are visited in groups of SWIZZLE rows of tiles, so that the blocks
 // resident together share B's column panels in L2.
 //
@@ -55,8 +57,8 @@ struct PipelinedKernel {
   static constexpr int V = 16 / sizeof(T);
   static constexpr int THREADS = (BM / TM) * (BN / TN);
   static constexpr bool A_LK = A_ROW, B_LK = !B_ROW;
-  static constexpr int KG = (A_LK && B_LK) ? V / 2 : V;
   static constexpr bool EXACT = NeedsExactPath<SR, T>::value;
+  static constexpr int KG = (A_LK && B_LK) || (EXACT && !ARGMAX && sizeof(T) == 4) ? V / 2 : V;
   // Whether the kernel has each_k at all (a constant, so that the stream kernels have none of its code).
   static constexpr bool COMPARES_EACH_K = ARGMAX && EACH_K > 0;
   static_assert(KG >= 1 && BK % KG == 0 && TM % V == 0 && TN % V == 0, "whole groups and 16-byte runs");
@@ -285,17 +287,30 @@ struct PipelinedKernel {
       }
   }
 
+  // Whether each operand's slices move 16 bytes a copy (Problem's a_vec, b_vec), kept in shared memory and
+  // read once a tile: they are the launch's, and in registers they lived through the main loop, where
+  // ptxas spilled them.  The block's barriers in the main loop keep NVVM from hoisting the reads.
+  struct Runs {
+    bool a_vec, b_vec;
+  };
+  __device__ static const Runs& runs(const Problem& p) {
+    __shared__ Runs shared_runs;
+    if (threadIdx.x == 0) shared_runs = Runs{p.a_vec, p.b_vec};
+    __syncthreads();
+    return shared_runs;
+  }
+
   // Slices kt0 .. kt1 - 1 of the output tile at `at` into acc and idx, from the zero.
-  __device__ static void accumulate(Smem& s, const Problem& p, const Place& at, i64 kt0, i64 kt1, int ty, int tx,
-                                    T (&acc)[TM][TN], int (&idx)[TM][TN]) {
+  __device__ static void accumulate(Smem& s, const Problem& p, const Runs& runs, const Place& at, i64 kt0, i64 kt1,
+                                    int ty, int tx, T (&acc)[TM][TN], int (&idx)[TM][TN]) {
     i64 a_off, b_off;
     p.bt.offsets(at.batch, a_off, b_off);
     typename StageA::Cursor ca;
     typename StageB::Cursor cb;
-    StageA::aim(ca, s.a[0], p.A + a_off, at.m0, p.M, p.a_sm, p.a_sk, p.a_vec);
-    StageB::aim(cb, s.b[0], p.B + b_off, at.n0, p.N, p.b_sn, p.b_sk, p.b_vec);
-    ca.p += kt0 * ca.advance;
-    cb.p += kt0 * cb.advance;
+    StageA::aim(ca, s.a[0], p.A + a_off, at.m0, p.M, p.a_sm, p.a_sk, runs.a_vec);
+    StageB::aim(cb, s.b[0], p.B + b_off, at.n0, p.N, p.b_sn, p.b_sk, runs.b_vec);
+    ca.p += kt0 * StageA::slice_step(p.a_sk);
+    cb.p += kt0 * StageB::slice_step(p.b_sk);
     // Slices counted from kt0 in 32 bits (a tile's slices fit), the last one `steps_last` deep and
     // the others BK.
     const int slices = (int)(kt1 - kt0), steps_last = p.K - (kt1 - 1) * BK < BK ? (int)(p.K - (kt1 - 1) * BK) : BK;
@@ -304,8 +319,8 @@ struct PipelinedKernel {
     // last, so that "at most STAGES - 2 groups pending" always means "this slice has landed".
     auto stage = [&](int t) {
       if (t < slices) {
-        StageA::copy(t % STAGES, ca, steps_of(t));
-        StageB::copy(t % STAGES, cb, steps_of(t));
+        StageA::copy(t % STAGES, ca, steps_of(t), p.a_sm, p.a_sk);
+        StageB::copy(t % STAGES, cb, steps_of(t), p.b_sn, p.b_sk);
       }
       copies_issued();
     };
@@ -374,12 +389,14 @@ struct PipelinedKernel {
     Smem& s = *reinterpret_cast<Smem*>(dynamic_shared());
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
     const Problem p = problem(A, B, C, IDX, M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, bt);
+    const Runs& vec = runs(p);
     for (i64 tile = blockIdx.x; tile < p.tiles_m * p.tiles_n * batches; tile += gridDim.x) {
       const Place at = place(p, tile);
+      const KeptCorner<corner_in_memory<TM, TN>> kept{at.batch, at.m0, at.n0};
       T acc[TM][TN];
       int idx[TM][TN];  // the argmax's; unused (and dropped by the compiler) in the plain product
-      accumulate(s, p, at, 0, p.k_tiles, ty, tx, acc, idx);
-      store(p.out, at, ty, tx, acc, idx);
+      accumulate(s, p, vec, at, 0, p.k_tiles, ty, tx, acc, idx);
+      store(p.out, Place{kept.batch, kept.m0, kept.n0}, ty, tx, acc, idx);
     }
   }
 };

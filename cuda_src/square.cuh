@@ -223,6 +223,7 @@ struct SquareKernel {
       const i64 batch = tile / (tiles_m * tiles_n);
       const i64 in_batch = tile % (tiles_m * tiles_n);
       const i64 m0 = (in_batch / tiles_n) * BM, n0 = (in_batch % tiles_n) * BN;
+      const KeptCorner<EXACT && corner_in_memory<TM, TN>> kept{batch, m0, n0};
       i64 a_off, b_off;
       bt.offsets(batch, a_off, b_off);
       const T* Ab = A + a_off;
@@ -277,15 +278,16 @@ struct SquareKernel {
       // (grid-stride loop) overwrites it.
       __syncthreads();
 
-      T* Cb = C + batch * M * N;
-      int* Ib = ARGMAX ? IDX + batch * M * N : nullptr;
+      T* Cb = C + kept.batch * M * N;
+      int* Ib = ARGMAX ? IDX + kept.batch * M * N : nullptr;
+      const i64 m_first = kept.m0, n_first = kept.n0;
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
-        const i64 m = m0 + row_of(i, ty);
+        const i64 m = m_first + row_of(i, ty);
         if (!LEAN_EDGES && m >= M) continue;
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-          const i64 n = n0 + col_of(j, tx);
+          const i64 n = n_first + col_of(j, tx);
           if constexpr (LEAN_EDGES) {
             store_if(&Cb[m * c_sm + n * c_sn], canonical(acc[i][j]), m < M && n < N);
           } else {

@@ -108,35 +108,40 @@ struct StagedOperand {
   // Where this thread's copies of a slice start, set once per output tile: all 64-bit address arithmetic
   // happens there, and each slice only bumps the pointer (the square kernel's TileLoader does the same).
   // VEC: the contiguous axis has stride 1 and every V-run of it starts 16-byte aligned, so a copy moves V
-  // elements; else one.  Copy r lands r rows of the stage after its first, `to` in stage 0.
+  // elements; else one.  Copy r lands r rows of the stage after its first, `to` in stage 0.  The cursor
+  // is what the slice loop keeps live: the steps between copies and slices are the operand's strides
+  // (kernel parameters, which ptxas reads from the constant bank where used), and one word holds both
+  // how many of the operand's lines start at this thread's first and the VEC flag.  With each in a
+  // register of its own, ptxas spilled some of them in the stream kernels of the exact integer path.
   struct Cursor {
     const T* p;
-    i64 step, advance;
     SharedSpot to;
-    int room;  // bytes of the run inside the operand (k-line), clamped to 16
-    // Bit r: copy r's line is inside the operand (LINE_K); VEC_BIT: the copies move V elements (kept here
-    // rather than in a bool of its own, which ptxas spilled and read back from local memory every slice).
-    unsigned ok;
-    __device__ bool vec() const { return ok >> VEC_BIT; }
+    unsigned lines;  // the operand's lines from this thread's first (0..LINES); VEC_BIT: the copies move V elements
+    __device__ bool vec() const { return lines >> VEC_BIT; }
+    __device__ int left() const { return (int)(lines & ~(1u << VEC_BIT)); }
   };
   static constexpr int VEC_BIT = 31;
-  static_assert(LINES * BK / THREADS < VEC_BIT, "a bit of Cursor::ok for each copy");
   template <int UNIT>
   static constexpr int run_step = LINE_K ? THREADS / (BK / UNIT) : THREADS / (LINES / UNIT);
+  // Whether copy r's line (LINE_K) or run (otherwise) starts inside the operand.
+  template <int UNIT>
+  __device__ static bool inside(const Cursor& c, int r) {
+    return c.left() > (LINE_K ? r * run_step<UNIT> : 0);
+  }
+  // Bytes of the run inside the operand ([k][line]), clamped to 16.
+  __device__ static int room(const Cursor& c) { return (c.left() < V ? c.left() : V) * (int)sizeof(T); }
+  // From one of this thread's copies of a slice to the next, and from one slice to the next (ls, ks: the
+  // operand's line and k strides).
+  template <int UNIT>
+  __device__ static i64 copy_step(i64 ls, i64 ks) { return (i64)run_step<UNIT> * (LINE_K ? ls : ks); }
+  __device__ static i64 slice_step(i64 ks) { return (i64)BK * ks; }
   template <int UNIT>
   __device__ static void aim(Cursor& c, const Tile& stage0, const T* p, i64 line0, i64 lines, i64 ls, i64 ks) {
-    constexpr int PER = LINES * BK / UNIT / THREADS;
     const int line = first_line<UNIT>(), kk = first_k<UNIT>();
     c.p = p + (line0 + line) * ls + kk * ks;
-    c.step = (i64)run_step<UNIT> * (LINE_K ? ls : ks);
-    c.advance = (i64)BK * ks;
     c.to = shared_spot(LINE_K ? &stage0[line][kk] : &stage0[kk][line]);
-    const i64 room = lines - (line0 + line);
-    c.room = (room <= 0 ? 0 : (room < V ? (int)room : V)) * (int)sizeof(T);
-    c.ok = UNIT == V ? 1u << VEC_BIT : 0u;
-#pragma unroll
-    for (int r = 0; r < PER; ++r)
-      c.ok |= (unsigned)(LINE_K ? line0 + line + r * run_step<UNIT> < lines : room > 0) << r;
+    const i64 left = lines - (line0 + line);
+    c.lines = (unsigned)(left <= 0 ? 0 : (left < LINES ? left : LINES)) | (UNIT == V ? 1u << VEC_BIT : 0u);
   }
   __device__ static void aim(Cursor& c, const Tile& stage0, const T* p, i64 line0, i64 lines, i64 ls, i64 ks,
                              bool vec) {
@@ -149,23 +154,24 @@ struct StagedOperand {
   // near half of a kernel's compile.
   // WHOLE: every run is 16 bytes inside the operand, so the copies pass no size.
   template <int UNIT, bool CHECK_K, bool WHOLE>
-  __device__ static void copy_runs(int stage, const Cursor& c, int k_left) {
+  __device__ static void copy_runs(int stage, const Cursor& c, int k_left, i64 ls, i64 ks) {
     constexpr int PER = LINES * BK / UNIT / THREADS;
     constexpr int UNROLLED = UNIT == 1 ? 1 : PER;
     const SharedSpot to = c.to + stage * (int)sizeof(Tile);
     const int kk = first_k<UNIT>();
+    const i64 step = copy_step<UNIT>(ls, ks);
 #pragma unroll UNROLLED
     for (int r = 0; r < PER; ++r) {
       const int left = k_left - (LINE_K ? kk : kk + r * run_step<UNIT>);
       const SharedSpot at = to + r * run_step<UNIT> * COLS * (int)sizeof(T);
-      if (((c.ok >> r) & 1) && (!CHECK_K || left > 0)) {
+      if (inside<UNIT>(c, r) && (!CHECK_K || left > 0)) {
         if constexpr (UNIT == 1) {
-          copy_async<sizeof(T)>(at, c.p + r * c.step);
+          copy_async<sizeof(T)>(at, c.p + r * step);
         } else if constexpr (WHOLE) {
-          copy_async_whole(at, c.p + r * c.step);
+          copy_async_whole(at, c.p + r * step);
         } else {
-          const int run = LINE_K ? (left < V ? left : V) * (int)sizeof(T) : c.room;
-          copy_async<16>(at, c.p + r * c.step, run);
+          const int run = LINE_K ? (left < V ? left : V) * (int)sizeof(T) : room(c);
+          copy_async<16>(at, c.p + r * step, run);
         }
       }
     }
@@ -173,10 +179,10 @@ struct StagedOperand {
   // Runs are whole in a full slice of a [line][k] operand, and of a [k][line] one where this thread's
   // run lies inside it (all but the threads at the operand's last lines).
   template <int UNIT, bool CHECK_K>
-  __device__ static void copy(int stage, const Cursor& c, int k_left) {
+  __device__ static void copy(int stage, const Cursor& c, int k_left, i64 ls, i64 ks) {
     constexpr bool FULL_RUNS = UNIT == V && !CHECK_K;
-    if (FULL_RUNS && (LINE_K || c.room == 16)) copy_runs<UNIT, CHECK_K, FULL_RUNS>(stage, c, k_left);
-    else copy_runs<UNIT, CHECK_K, false>(stage, c, k_left);
+    if (FULL_RUNS && (LINE_K || c.left() >= V)) copy_runs<UNIT, CHECK_K, FULL_RUNS>(stage, c, k_left, ls, ks);
+    else copy_runs<UNIT, CHECK_K, false>(stage, c, k_left, ls, ks);
   }
   // Whether the values this thread copied into s (as copy<UNIT, CHECK_K> did) are all tame: the exact
   // integer path's check.  Every staged value is some thread's copy, so the block's OR of the answers
@@ -194,7 +200,7 @@ struct StagedOperand {
     for (int r = 0; r < PER; ++r) {
       const int line = LINE_K ? first + r * RUN_STEP : first, kk = LINE_K ? k_first : k_first + r * RUN_STEP;
       const T* at = LINE_K ? &s[line][kk] : &s[kk][line];
-      if (((c.ok >> r) & 1) && k_left - kk > 0) {
+      if (inside<UNIT>(c, r) && k_left - kk > 0) {
         if constexpr (UNIT == 1) {
           tame &= SR::tame(*at);
         } else {
@@ -216,15 +222,15 @@ struct StagedOperand {
 
   // The cursor's slice into stage `stage` (k_left: the operand's ks from the slice's first, at most BK),
   // then the cursor onto the next slice.
-  __device__ static void copy(int stage, Cursor& c, int k_left) {
+  __device__ static void copy(int stage, Cursor& c, int k_left, i64 ls, i64 ks) {
     if (k_left == BK) {
-      if (c.vec()) copy<V, false>(stage, c, BK);
-      else copy<1, false>(stage, c, BK);
+      if (c.vec()) copy<V, false>(stage, c, BK, ls, ks);
+      else copy<1, false>(stage, c, BK, ls, ks);
     } else {
-      if (c.vec()) copy<V, true>(stage, c, k_left);
-      else copy<1, true>(stage, c, k_left);
+      if (c.vec()) copy<V, true>(stage, c, k_left, ls, ks);
+      else copy<1, true>(stage, c, k_left, ls, ks);
     }
-    c.p += c.advance;
+    c.p += slice_step(ks);
   }
 
   // This thread's values of ks g*KG .. g*KG + KG - 1 (LINE_K), or of k step kk (otherwise).

@@ -87,13 +87,16 @@ struct StreamedKernel
     Smem& s = *reinterpret_cast<Smem*>(dynamic_shared());
     const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
     const Problem p = Base::problem(A, B, C, IDX, M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, c_sn, bt);
+    const typename Base::Runs& vec = Base::runs(p);
     // The schedule's state lives in local memory (volatile), read and written once a part: in registers
     // it stayed live through the main loop, whose accumulators it pushed out to local memory instead.
+    // `end`, where the share ends, too: worked out again each part, ptxas kept it in a register or spilled it.
     volatile int iters = (int)(p.tiles_m * p.tiles_n * batches * p.k_tiles);
     volatile int next = (int)StreamShares{iters, gridDim.x}.first(blockIdx.x);
+    volatile int share_end = (int)StreamShares{iters, gridDim.x}.first(blockIdx.x + 1);
     for (;;) {
       const StreamShares shares{iters, gridDim.x};
-      const int it = next, end = (int)shares.first(blockIdx.x + 1);
+      const int it = next, end = share_end;
       if (it >= end) break;
       const i64 kt0 = it % p.k_tiles, kt1 = kt0 + (end - it) < p.k_tiles ? kt0 + (end - it) : p.k_tiles;
       next = it + (int)(kt1 - kt0);
@@ -102,14 +105,14 @@ struct StreamedKernel
       // Where the part goes once computed (C at the tile's corner, or the workspace's slot; -1: C), kept in
       // local memory through its main loop as the schedule's state is: in registers, ptxas pushed values of
       // the slice loop out to local memory instead.
-      volatile i64 kept_batch = at.batch, kept_m0 = at.m0, kept_n0 = at.n0;
+      const KeptCorner<true> kept{at.batch, at.m0, at.n0};
       volatile i64 kept_slot = kt0 == 0 && kt1 == p.k_tiles ? -1 : shares.slot(blockIdx.x, tile, p.k_tiles);
       T acc[TM][TN];
       int idx[TM][TN];
-      Base::accumulate(s, p, at, kt0, kt1, ty, tx, acc, idx);
+      Base::accumulate(s, p, vec, at, kt0, kt1, ty, tx, acc, idx);
       const i64 slot = kept_slot;
       if (slot < 0)
-        Base::store(p.out, Place{kept_batch, kept_m0, kept_n0}, ty, tx, acc, idx);
+        Base::store(p.out, Place{kept.batch, kept.m0, kept.n0}, ty, tx, acc, idx);
       else
         put_partial(reinterpret_cast<T*>(WORK + values_offset), reinterpret_cast<int*>(WORK + index_offset),
                     slot, ty, tx, acc, idx);

@@ -33,6 +33,21 @@ struct Batch {
   }
 };
 
+// An output tile's batch and corner, which the tile's store reads once its main loop is done.  IN_MEMORY:
+// kept in local memory through the main loop, read once a tile.  Kernels of 64 outputs a thread and more
+// (corner_in_memory) run at their register cap, where ptxas otherwise spilled a word of it there anyway,
+// and more around it; in those of fewer, it moved ptxas's allocation into spills of its own.
+template <int TM, int TN>
+inline constexpr bool corner_in_memory = TM * TN >= 64;
+template <bool IN_MEMORY>
+struct KeptCorner {
+  i64 batch, m0, n0;
+};
+template <>
+struct KeptCorner<true> {
+  volatile i64 batch, m0, n0;
+};
+
 // 16 bytes of T, so shared-memory fragments load as one 128-bit access.
 template <class T> struct alignas(16) Vec16 { T v[16 / sizeof(T)]; };
 // 8 bytes of T: a 64-bit shared-memory access.

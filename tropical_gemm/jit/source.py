@@ -71,9 +71,10 @@ class TileShape(NamedTuple):
 
 
 _SQUARE_F32 = TileShape(128, 128, 16, 8, 8, min_blocks=2)
-# int32 unrolls 2 k steps, not 4: its kernels also keep the tame-tile test
-# and the exact path, and 4 steps put their compile over the budget.
-_SQUARE_I32 = TileShape(128, 128, 16, 8, 8, min_blocks=2, unroll=2)
+# int32 (with the exact path) unrolls 1 k step: its kernels also keep the tame-tile test and the exact
+# path, and at 4 steps their compile went over the budget; at 2 ptxas spilled registers of the max_times
+# kernels of mixed layouts (issue 32: the exact path must not spill).
+_SQUARE_I32 = TileShape(128, 128, 16, 8, 8, min_blocks=2, unroll=1)
 _SQUARE_F64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)
 _SQUARE_I64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)  # BK=16 beat 8: tune-tiles-8-byte-H100-2026-11-24.json
 #: The float argmaxes of a K up to this deep compare every candidate (``TileShape.each_k``): a compare and a
@@ -170,17 +171,18 @@ PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
 #: max_times).  The argmax ran 1.36-1.48 times as fast as the register-staged one in every layout (int32,
 #: tune-tiles-exact-argmax-H200-2026-11-28.json); the plain product was no faster, so it keeps that one
 #: (tune-tiles-exact-H200-2026-11-28.json).  Where both operands are [line][k] (row-major A, column-major B)
-#: the argmax's slice loop unrolls 2 of its 8 k groups at a time, not 4: at 4 ptxas spilled registers of both
-#: the square and the stream kernel; at 2 the square kernel does not spill, the stream kernel much less, and
-#: both ran faster (tune-tiles-i32-argmax-spills-H200-2026-12-02.json, docs/performance.md).
+#: the argmax's slice loop unrolls 1 of its 8 k groups at a time, not 4: at 4 ptxas spilled registers of both
+#: the square and the stream kernel (2 ran faster than 4: tune-tiles-i32-argmax-spills-H200-2026-12-02.json);
+#: at 2 the stream kernel still spilled, at 1 neither does (docs/performance.md).
 PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE for layouts in ("rr", "cr", "cc")},
-    ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=2)}
+    ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=1)}
 #: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above),
 #: per (op, itemsize): the pipelined shapes of the other dtypes and layouts of that width.  Stream-K serves
 #: products whose last wave would run part empty, where evening out the SMs' work gains more than a tile
-#: tuned for the layout.
-_STREAM_FALLBACK: dict[tuple[str, int], TileShape] = {("forward", 4): _SQUARE_128,
+#: tuned for the layout.  The 4-byte plain one (int32 with the exact path) unrolls 1 k group at a time: at
+#: more, ptxas spilled registers at the cap of two blocks an SM.
+_STREAM_FALLBACK: dict[tuple[str, int], TileShape] = {("forward", 4): _SQUARE_128._replace(unroll=1),
                                                       ("forward_argmax", 4): _PIPELINED_ARGMAX_4_BYTE,
                                                       ("forward", 8): _PIPELINED_8_BYTE["rr"],
                                                       ("forward_argmax", 8): _PIPELINED_8_BYTE["rr"]}
