@@ -181,13 +181,15 @@ def test_a_short_k_argmax_resolves_tiles_of_outputs_from_shared_memory():
 def test_every_pipelined_shape_fits_the_smallest_opt_in_of_sm_80_and_later():
     from tropical_gemm.jit import make_spec
     from tropical_gemm.jit.source import (PIPELINED_EXACT_SHAPES, PIPELINED_SHAPES, PIPELINED_SHARED_LIMIT,
-                                          dynamic_shared_bytes, pipelined)
+                                          STREAM_EXACT_SHAPES, dynamic_shared_bytes, pipelined, tile_shape)
 
     layouts = {"r": "row", "c": "col"}
-    for semiring, table in (("max_min", PIPELINED_SHAPES), ("max_plus", PIPELINED_EXACT_SHAPES)):
-        for op, dtype, (a, b) in table:
-            spec = make_spec(op, semiring, dtype, a_layout=layouts[a], b_layout=layouts[b])
-            assert pipelined(spec) and 48 * 1024 < dynamic_shared_bytes(spec) <= PIPELINED_SHARED_LIMIT, spec.name
+    for semiring, table, tile in (("max_min", PIPELINED_SHAPES, "square"), ("max_plus", PIPELINED_EXACT_SHAPES, "square"),
+                                  ("max_plus", STREAM_EXACT_SHAPES, "stream")):
+        for (op, dtype, (a, b)), shape in table.items():
+            spec = make_spec(op, semiring, dtype, a_layout=layouts[a], b_layout=layouts[b], tile=tile)
+            assert pipelined(spec) and tile_shape(spec) == shape, spec.name
+            assert 48 * 1024 < dynamic_shared_bytes(spec) <= PIPELINED_SHARED_LIMIT, spec.name
 
 
 def test_a_gpu_with_less_shared_memory_takes_the_small_family():

@@ -171,11 +171,18 @@ PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
 #: max_times).  The argmax ran 1.36-1.48 times as fast as the register-staged one in every layout (int32,
 #: tune-tiles-exact-argmax-H200-2026-11-28.json); the plain product was no faster, so it keeps that one
 #: (tune-tiles-exact-H200-2026-11-28.json).  Where both operands are [line][k] (row-major A, column-major B)
-#: the argmax's slice loop unrolls 1 of its 8 k groups at a time, not 4: at 4 ptxas spilled registers of both
-#: the square and the stream kernel (2 ran faster than 4: tune-tiles-i32-argmax-spills-H200-2026-12-02.json);
-#: at 2 the stream kernel still spilled, at 1 neither does (docs/performance.md).
+#: the argmax's slice loop unrolls 2 of its 8 k groups at a time, not 4: at 4 ptxas spilled registers of both
+#: the square and the stream kernel; at 2 the square kernel does not spill, and both ran faster
+#: (tune-tiles-i32-argmax-spills-H200-2026-12-02.json, docs/performance.md).  The stream kernel unrolls 1
+#: (``STREAM_EXACT_SHAPES``).
 PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE for layouts in ("rr", "cr", "cc")},
+    ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=2)}
+#: The stream family's shape where it is not the square family's, for the products with the exact integer path:
+#: the int32 argmax on row-major A and column-major B unrolls 1 k group at a time.  At 2 the stream kernel, which
+#: keeps its schedule beside the square kernel's registers, spilled some (issue 32: the exact path must not);
+#: at 1 the square kernel ran 4-9% slower (exact-path-NVIDIA_H200-2026-12-02-ed7a156.json), so it keeps 2.
+STREAM_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=1)}
 #: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above),
 #: per (op, itemsize): the pipelined shapes of the other dtypes and layouts of that width.  Stream-K serves
@@ -252,15 +259,18 @@ def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
 
 
 def stream_shape(semiring: str, dtype: str, op: str, layouts: str) -> TileShape:
-    """The stream family's tile: the square family's pipelined shape, or the fallback of its op and width.
+    """The stream family's tile: its own (``STREAM_EXACT_SHAPES``), the square family's pipelined shape, or the
+    fallback of its op and width.
 
     Examples:
         >>> from tropical_gemm.jit.source import stream_shape
         >>> stream_shape("max_plus", "int32", "forward", "rr")[:5]   # int32 max_plus: register-staged square
         (128, 128, 32, 8, 8)
     """
-    table = pipelined_table(semiring, dtype)
-    return table.get((op, dtype, layouts)) or _STREAM_FALLBACK[(op, np.dtype(dtype).itemsize)]
+    key = (op, dtype, layouts)
+    if needs_exact_path(semiring, dtype) and key in STREAM_EXACT_SHAPES:
+        return STREAM_EXACT_SHAPES[key]
+    return pipelined_table(semiring, dtype).get(key) or _STREAM_FALLBACK[(op, np.dtype(dtype).itemsize)]
 
 
 def tile_shape(spec: KernelSpec) -> TileShape:
