@@ -173,15 +173,13 @@ PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
 #: (tune-tiles-exact-H200-2026-11-28.json).  Where both operands are [line][k] (row-major A, column-major B)
 #: the argmax's slice loop unrolls 2 of its 8 k groups at a time, not 4: at 4 ptxas spilled registers of both
 #: the square and the stream kernel; at 2 the square kernel does not spill, and both ran faster
-#: (tune-tiles-i32-argmax-spills-H200-2026-12-02.json, docs/performance.md).  The stream kernel unrolls 1
-#: (``STREAM_EXACT_SHAPES``).
+#: (tune-tiles-i32-argmax-spills-H200-2026-12-02.json, docs/performance.md); its stream kernel unrolls 1.
 PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     **{("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE for layouts in ("rr", "cr", "cc")},
     ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=2)}
-#: The stream family's shape where it is not the square family's, for the products with the exact integer path:
-#: the int32 argmax on row-major A and column-major B unrolls 1 k group at a time.  At 2 the stream kernel, which
-#: keeps its schedule beside the square kernel's registers, spilled some (issue 32: the exact path must not);
-#: at 1 the square kernel ran 4-9% slower (exact-path-NVIDIA_H200-2026-12-02-ed7a156.json), so it keeps 2.
+#: The stream family's own shapes with the exact integer path: at 2 k groups the int32 argmax stream kernel (its
+#: schedule beside the square kernel's registers) spilled some (issue 32: the exact path must not); at 1 the square
+#: kernel ran 4-9% slower (exact-path-NVIDIA_H200-2026-12-02-ed7a156.json), so only the stream kernel takes 1.
 STREAM_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=1)}
 #: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above),
