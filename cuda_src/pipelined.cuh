@@ -264,7 +264,6 @@ struct PipelinedKernel {
     i64 M, N, K, a_sm, a_sk, b_sk, b_sn;
     Batch bt;
     i64 tiles_m, tiles_n, k_tiles;
-    bool a_vec, b_vec;
   };
   struct Place {
     i64 batch, m0, n0;
@@ -287,15 +286,20 @@ struct PipelinedKernel {
       }
   }
 
-  // Whether each operand's slices move 16 bytes a copy (Problem's a_vec, b_vec), kept in shared memory and
-  // read once a tile: they are the launch's, and in registers they lived through the main loop, where
-  // ptxas spilled them.  The block's barriers in the main loop keep NVVM from hoisting the reads.
+  // Whether each operand's slices move 16 bytes a copy (runs_aligned), kept in shared memory and read once
+  // a tile: they are the launch's, and in registers they lived through the main loop, where ptxas spilled
+  // them.  The block's barriers in the main loop keep NVVM from hoisting the reads.
   struct Runs {
     bool a_vec, b_vec;
   };
   __device__ static const Runs& runs(const Problem& p) {
     __shared__ Runs shared_runs;
-    if (threadIdx.x == 0) shared_runs = Runs{p.a_vec, p.b_vec};
+    const Batch& bt = p.bt;
+    const Runs launch{A_LK ? runs_aligned(p.A, p.a_sk, p.a_sm, bt.a0, bt.a1, bt.a2)
+                           : runs_aligned(p.A, p.a_sm, p.a_sk, bt.a0, bt.a1, bt.a2),
+                      B_LK ? runs_aligned(p.B, p.b_sk, p.b_sn, bt.b0, bt.b1, bt.b2)
+                           : runs_aligned(p.B, p.b_sn, p.b_sk, bt.b0, bt.b1, bt.b2)};
+    if (threadIdx.x == 0) shared_runs = launch;
     __syncthreads();
     return shared_runs;
   }
@@ -377,9 +381,7 @@ struct PipelinedKernel {
   __device__ static Problem problem(const T* A, const T* B, T* C, int* IDX, i64 M, i64 N, i64 K, i64 a_sm, i64 a_sk,
                                     i64 b_sk, i64 b_sn, i64 c_sm, i64 c_sn, const Batch& bt) {
     return Problem{A, B, Output{C, IDX, M, N, c_sm, c_sn}, M, N, K, a_sm, a_sk, b_sk, b_sn, bt, (M + BM - 1) / BM,
-                   (N + BN - 1) / BN, (K + BK - 1) / BK,
-                   A_LK ? runs_aligned(A, a_sk, a_sm, bt.a0, bt.a1, bt.a2) : runs_aligned(A, a_sm, a_sk, bt.a0, bt.a1, bt.a2),
-                   B_LK ? runs_aligned(B, b_sk, b_sn, bt.b0, bt.b1, bt.b2) : runs_aligned(B, b_sn, b_sk, bt.b0, bt.b1, bt.b2)};
+                   (N + BN - 1) / BN, (K + BK - 1) / BK};
   }
 
   // The square family's launch: one block per output tile, all of K.

@@ -318,7 +318,8 @@ def plan_forward(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: 
         # no resolve)
         resolve, b_copy, copy_bytes = plan_resolve(semiring, dtype, scalars, shape.bk, b_shape, b_strides,
                                                    shared_limit)
-        scratch_bytes = aligned(scratch_bytes) + copy_bytes if b_copy is not None else scratch_bytes
+        if b_copy is not None:
+            scratch_bytes = aligned(scratch_bytes) + copy_bytes
     baseline = make_spec(op, semiring, dtype, tile="baseline")
     fixup = None
     if work is None:
