@@ -6,8 +6,10 @@ preamble's ``TG_UNROLL`` line) before its first kernel is built (all are
 part of the source, hence of the cache key, so candidates never share a
 cache entry).  A pipelined candidate serves every operand layout of its
 (op, dtype) (in ``PIPELINED_EXACT_SHAPES`` where the semiring and dtype
-take the exact integer path); None removes them from the table: the
-register-staged kernel, for comparison.  The
+take the exact integer path), in the square family and the stream family
+alike (``STREAM_EXACT_SHAPES`` is set aside); None removes them from the
+table: the register-staged square kernel, for comparison (the stream
+family then takes its fallback shape).  The
 winners go into the tables (or the preamble) by hand, with this script's
 JSON as the record.
 
@@ -75,6 +77,7 @@ if "shape" in cfg:
 table = source.pipelined_table(cfg["semiring"], cfg["dtype"])
 for layouts in ("rr", "rc", "cr", "cc") if "pipelined" in cfg else ():
     key = (cfg["op"], cfg["dtype"], layouts)
+    source.STREAM_EXACT_SHAPES.pop(key, None)  # the stream family then takes the candidate too
     if cfg["pipelined"] is None:
         table.pop(key, None)
     else:

@@ -189,7 +189,7 @@ def test_every_pipelined_shape_fits_the_smallest_opt_in_of_sm_80_and_later():
         for (op, dtype, (a, b)), shape in table.items():
             spec = make_spec(op, semiring, dtype, a_layout=layouts[a], b_layout=layouts[b], tile=tile)
             assert pipelined(spec) and tile_shape(spec) == shape, spec.name
-            assert 48 * 1024 < dynamic_shared_bytes(spec) <= PIPELINED_SHARED_LIMIT, spec.name
+            assert 0 < dynamic_shared_bytes(spec) <= PIPELINED_SHARED_LIMIT, spec.name
 
 
 def test_a_gpu_with_less_shared_memory_takes_the_small_family():
