@@ -8,12 +8,15 @@ in ±1000) measure the main loop; wild ones (the semiring's zero in every 7th
 column of A: every slice takes the exact path, as a graph's missing edges
 make it) measure that path.  float32 (no exact path) and the plain products
 are there to show what the exact path's code costs the rest.  Cases: 2048³
-and 4096³ squares, 1000×777×3000 (stream-K where the planner takes it), and a
-K of 16 (one slice: the argmax compares every candidate in the product
-kernel and needs no resolve).
+and 4096³ squares, 1000×777×3000, 1000×3000×777 (the int32 argmax on the
+stream family, tame and wild), and a K of 16 (one slice: the argmax
+compares every candidate in the product kernel and needs no resolve).
 
     python benchmarks/exact_path.py [--label L] [--semirings max_plus max_mul] [--orders C CF F]
-                                    [--out benchmarks/results]   # GPU
+                                    [--only REGEX] [--out benchmarks/results]   # GPU
+
+``--only`` keeps the cases whose label (``int32 argmax 1000x3000x777 wild``:
+dtype, ``argmax`` or ``plain``, M×K×N, ``wild`` or ``tame``) matches.
 
 ``--semirings`` (default ``max_plus``) and ``--orders`` (default ``C``: both
 operands row-major; ``CF``: A row-major, B column-major; ``F``: both
@@ -26,6 +29,7 @@ checkouts with different ``--label`` to compare commits.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -42,6 +46,7 @@ CASES = [("float32", False, 2048, 2048, 2048, False), ("float32", False, 1000, 7
          ("int32", True, 2048, 2048, 2048, False), ("int32", True, 1000, 777, 3000, False),
          ("int32", True, 4096, 4096, 4096, False),
          ("int32", True, 2048, 2048, 2048, True), ("int32", False, 2048, 2048, 2048, True),
+         ("int32", True, 1000, 3000, 777, False), ("int32", True, 1000, 3000, 777, True),
          ("int32", True, 4096, 16, 4096, False)]
 
 
@@ -55,20 +60,25 @@ def wild_operands(draw, zero: str = "min"):
     return operands
 
 
-def run(label: str, semirings: list[str], orders: list[str]) -> dict[str, object]:
+def case_label(dtype: str, argmax: bool, m: int, k: int, n: int, wild: bool) -> str:
+    return f"{dtype} {'argmax' if argmax else 'plain'} {m}x{k}x{n} {'wild' if wild else 'tame'}"
+
+
+def run(label: str, semirings: list[str], orders: list[str], only: str = "") -> dict[str, object]:
     os.environ.setdefault("TROPICAL_GEMM_TIERED", "0")
     tame = throughput.random_operands
     rows = []
     for semiring in semirings:
         for order in orders:
-            for dtype, argmax, m, k, n, wild in CASES:
+            for dtype, argmax, m, k, n, wild in (c for c in CASES if re.search(only, case_label(*c))):
                 throughput.random_operands = wild_operands(tame) if wild else tame
                 seconds = throughput.bench_product(m, k, n, dtype, semiring, argmax=argmax, order=order)
                 rows.append({"semiring": semiring, "order": order, "dtype": dtype, "argmax": argmax, "mkn": [m, k, n],
                              "wild": wild, "seconds": seconds, "tops": 2 * m * k * n / seconds / 1e12})
     throughput.random_operands = tame
     return {"environment": throughput.environment(), "label": label,
-            "command": f"python benchmarks/exact_path.py --semirings {' '.join(semirings)} --orders {' '.join(orders)}",
+            "command": f"python benchmarks/exact_path.py --semirings {' '.join(semirings)} --orders {' '.join(orders)}"
+                       + (f" --only '{only}'" if only else ""),
             "results": rows}
 
 
@@ -82,7 +92,8 @@ def table(report: dict[str, object]) -> list[str]:
 
 OPTIONS = {**LABEL_OPTION,
            "--semirings": {"nargs": "+", "default": ["max_plus"], "help": "semirings to run every case in"},
-           "--orders": {"nargs": "+", "default": ["C"], "help": "operand layouts: C, F, or one letter each (CF)"}}
+           "--orders": {"nargs": "+", "default": ["C"], "help": "operand layouts: C, F, or one letter each (CF)"},
+           "--only": {"default": "", "help": "only the cases whose label matches this regular expression"}}
 
 
 def main(argv: list[str] | None = None) -> int:
