@@ -179,8 +179,8 @@ PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=2)}
 #: The stream family's own shapes with the exact integer path.  The int32 argmax's 128×64 tile (8×4 outputs a
 #: thread, one block an SM, no spills) compiles in about two thirds of the 128×128 one's time, which went over
-#: issue 32's 2.0 s in 3 of 12 stream kernels, and ran as fast on stream products (0.97-1.11×); square products
-#: ran 2-15% slower on it, so keep 128×128 (tune-tiles-i32-argmax-128x64-H200-2026-12-02.json).
+#: issue 32's 2.0 s budget, and ran as fast on stream products; square products ran slower on it, so they keep
+#: 128×128 (tune-tiles-i32-argmax-128x64-H200-2026-12-02.json, exact-path-stream-argmax-…-vs-4728b03.json).
 STREAM_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", layouts): TileShape(128, 64, 16, 8, 4, min_blocks=1, stages=3)
     for layouts in ("rr", "rc", "cr", "cc")}
