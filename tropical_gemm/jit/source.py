@@ -82,11 +82,9 @@ _SQUARE_I64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)  # BK=16 beat 8: tune-ti
 #: alone (benchmarks/argmax_short_k.py --each-k on an H200).  The integer ones keep the slices: their ⊗ and ⊕
 #: are one instruction, which the compare and selects would quadruple.
 _FLOAT_EACH_K = 256
-# The argmax variant also keeps, per output, the slice number and the value
-# before the slice.  With the plain product's 8×8 thread tile ("wide") that
-# takes the register file of an SM for one block, and its compile went over
-# the budget; the 8×4 thread tile ("lean") compiles in about half the time.
-# Switch: point _ARGMAX_4_BYTE at the other one to compare them on a GPU.
+# The argmax variant also keeps, per output, the slice number and the value before the slice.  With the plain
+# product's 8×8 thread tile ("wide") that takes an SM's register file for one block, and its compile went over
+# the budget; the 8×4 thread tile ("lean") compiles in about half the time (point _ARGMAX_4_BYTE at either).
 _ARGMAX_4_BYTE_WIDE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
 _ARGMAX_4_BYTE_LEAN = TileShape(128, 64, 8, 8, 4, min_blocks=2)
 _ARGMAX_4_BYTE = _ARGMAX_4_BYTE_LEAN
@@ -241,7 +239,8 @@ def pipelined(spec: KernelSpec) -> bool:
     Examples:
         >>> from tropical_gemm.jit import make_spec
         >>> from tropical_gemm.jit.source import pipelined
-        >>> [pipelined(make_spec(op, sr, "int32")) for op in ("forward", "forward_argmax") for sr in ("max_min", "max_plus")]
+        >>> [pipelined(make_spec(op, sr, "int32"))
+        ...  for op in ("forward", "forward_argmax") for sr in ("max_min", "max_plus")]
         [True, False, True, True]
     """
     return spec.tile == "stream" or (spec.tile == "square"
