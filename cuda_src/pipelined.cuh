@@ -52,7 +52,7 @@ __device__ inline TilePlace tile_place(i64 tile, i64 tiles_m, i64 tiles_n) {
 // EACH_K: the argmax of a K up to this deep compares every candidate (each_k; jit/source.py: each_k_depth),
 // deeper ones record slices; 0 in the stream family.
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
-          int STAGES, int SMEM_BYTES, int EACH_K>
+          int STAGES, int SMEM_BYTES, int EACH_K, bool SHARED_RECORD>
 struct PipelinedKernel {
   static constexpr int V = 16 / sizeof(T);
   static constexpr int THREADS = (BM / TM) * (BN / TN);
@@ -69,7 +69,20 @@ struct PipelinedKernel {
     typename StageA::Tile a[STAGES];
     typename StageB::Tile b[STAGES];
   };
-  static_assert(sizeof(Smem) == SMEM_BYTES, "source.dynamic_shared_bytes must give the stages' size");
+  // SHARED_RECORD: the argmax's record (idx) of the first TM / 2 rows of a thread's outputs lives in shared
+  // memory past the stages, a row of THREADS ints per output (a warp's entries in consecutive banks), the rest
+  // in registers.  With 8×8 outputs a thread the whole record in registers kept ptxas at the 255-register cap,
+  // where the slice loop spilled unless unrolled in full, and that code was a large share of the compile; all
+  // of it in shared memory would not fit the 99 KiB a block may take on sm_86, sm_89 and sm_120.
+  static constexpr int SHARED_ROWS = ARGMAX && SHARED_RECORD ? TM / 2 : 0;
+  static constexpr int RECORD_BYTES = SHARED_ROWS * TN * THREADS * (int)sizeof(int);
+  static_assert(sizeof(Smem) + RECORD_BYTES == SMEM_BYTES, "source.dynamic_shared_bytes must give the stages' size");
+  // Output (i, j)'s record entry (i and j are constants once the loops unroll, so the test costs nothing).
+  __device__ static int& record(int (&idx)[TM][TN], int i, int j) {
+    if (i < SHARED_ROWS)
+      return reinterpret_cast<int*>(dynamic_shared() + sizeof(Smem))[(i * TN + j) * THREADS + threadIdx.x];
+    return idx[i][j];
+  }
 
   // The KG ks of group g.  ASSIGN: the group's first k assigns its ⊗ rather than ⊕ing it in (the first
   // group of an argmax slice that starts from its first ⊗: see slice).
@@ -201,7 +214,7 @@ struct PipelinedKernel {
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         held.acc[i][j] = acc[i][j];
-        if constexpr (ARGMAX) held.idx[i][j] = idx[i][j];
+        if constexpr (ARGMAX) held.idx[i][j] = record(idx, i, j);
       }
     exact_apart(buf, steps, (int)(kt * BK), each, ty, tx, &held);
 #pragma unroll
@@ -209,7 +222,7 @@ struct PipelinedKernel {
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         acc[i][j] = held.acc[i][j];
-        if constexpr (ARGMAX) idx[i][j] = held.idx[i][j];
+        if constexpr (ARGMAX) record(idx, i, j) = held.idx[i][j];
       }
   }
 
@@ -220,7 +233,7 @@ struct PipelinedKernel {
     const int first_k = (int)(kt * BK);
     each_step(s, buf, steps, ty, tx, [&](int i, int j, int kk, T a, T b) {
       const T c = SR::template mul_fast<T>(a, b);
-      if (SR::template better<T>(c, acc[i][j])) acc[i][j] = c, idx[i][j] = first_k + kk;
+      if (SR::template better<T>(c, acc[i][j])) acc[i][j] = c, record(idx, i, j) = first_k + kk;
     });
   }
 
@@ -242,7 +255,7 @@ struct PipelinedKernel {
         if (!FROM_FIRST && steps == BK) full_slice<false>(s, buf, ty, tx, part);  // one copy of the slice
         else partial_slice(s, buf, steps, ty, tx, part);
       }
-      fold_slice<SR>(acc, part, idx, (int)(kt * BK));
+      fold_slice<SR>(acc, part, [&](int i, int j) -> int& { return record(idx, i, j); }, (int)(kt * BK));
     } else if (steps == BK) {
       full_slice<false>(s, buf, ty, tx, acc);
     } else {
@@ -282,7 +295,7 @@ struct PipelinedKernel {
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         acc[i][j] = SR::template zero<T>();
-        idx[i][j] = -1;
+        if constexpr (ARGMAX) record(idx, i, j) = -1;
       }
   }
 
@@ -361,7 +374,7 @@ struct PipelinedKernel {
   }
 
   __device__ static void store(const Output& out, const Place& at, int ty, int tx, const T (&acc)[TM][TN],
-                               const int (&idx)[TM][TN]) {
+                               int (&idx)[TM][TN]) {
     T* Cb = out.C + at.batch * out.M * out.N;
     int* Ib = ARGMAX ? out.IDX + at.batch * out.M * out.N : nullptr;
 #pragma unroll
@@ -373,7 +386,7 @@ struct PipelinedKernel {
         const i64 n = at.n0 + StageB::line_of(j, tx);
         if (n >= out.N) continue;
         Cb[m * out.c_sm + n * out.c_sn] = canonical(acc[i][j]);
-        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = idx[i][j];
+        if constexpr (ARGMAX) Ib[m * out.c_sm + n * out.c_sn] = record(idx, i, j);
       }
     }
   }

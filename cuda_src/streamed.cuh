@@ -47,8 +47,8 @@ static_assert(sizeof(FixupJob) == 40, "engines/cuda/plan.py: FIXUP_JOB_BYTES");
 template <class SR, class T, bool ARGMAX, bool A_ROW, bool B_ROW, int BM, int BN, int BK, int TM, int TN, int UNROLL,
           int STAGES, int SMEM_BYTES>
 struct StreamedKernel
-    : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK, TM, TN, UNROLL, STAGES, SMEM_BYTES, 0> {
-  using Base = PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK, TM, TN, UNROLL, STAGES, SMEM_BYTES, 0>;
+    : PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK, TM, TN, UNROLL, STAGES, SMEM_BYTES, 0, false> {
+  using Base = PipelinedKernel<SR, T, ARGMAX, A_ROW, B_ROW, BM, BN, BK, TM, TN, UNROLL, STAGES, SMEM_BYTES, 0, false>;
   using Smem = typename Base::Smem;
   using Problem = typename Base::Problem;
   using Place = typename Base::Place;

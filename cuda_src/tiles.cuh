@@ -57,17 +57,22 @@ template <class T> struct alignas(8) Vec8 { T v[8 / sizeof(T)]; };
 
 // The argmax's record of a slice: its own ⊕ (part) folded into the running
 // values, and first_k kept where it strictly improved one (ties keep the
-// earlier slice, whose first k argmax_resolve then searches).
-template <class SR, class T, int TM, int TN>
-__device__ __forceinline__ void fold_slice(T (&acc)[TM][TN], const T (&part)[TM][TN], int (&idx)[TM][TN],
-                                           int first_k) {
+// earlier slice, whose first k argmax_resolve then searches).  record(i, j):
+// output (i, j)'s entry, wherever the kernel keeps it.
+template <class SR, class T, int TM, int TN, class Record>
+__device__ __forceinline__ void fold_slice(T (&acc)[TM][TN], const T (&part)[TM][TN], Record record, int first_k) {
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
-      if (SR::template better<T>(part[i][j], acc[i][j])) idx[i][j] = first_k;
+      if (SR::template better<T>(part[i][j], acc[i][j])) record(i, j) = first_k;
       acc[i][j] = SR::template add<T>(acc[i][j], part[i][j]);
     }
+}
+template <class SR, class T, int TM, int TN>
+__device__ __forceinline__ void fold_slice(T (&acc)[TM][TN], const T (&part)[TM][TN], int (&idx)[TM][TN],
+                                           int first_k) {
+  fold_slice<SR>(acc, part, [&](int i, int j) -> int& { return idx[i][j]; }, first_k);
 }
 
 // Whether an argmax slice's own ⊕ may start from its first ⊗, paying no ⊕

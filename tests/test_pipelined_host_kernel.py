@@ -180,10 +180,11 @@ def test_the_argmax_records_the_winners_slice_or_the_winner(host_kernels, monkey
     k attaining the result), which argmax_resolve searches, or, for a K one slice deep or at most the tile's
     ``each_k`` (over several slices), the winner itself and no resolve in the plan.  Small integers: many
     ties, across slices and within them.  The layouts taken run the pipelined argmax here, also where the
-    table leaves them to the register-staged kernel."""
+    table leaves them to the register-staged kernel; int32 keeps its record in shared memory, as its table
+    does."""
     shape = TileShape(128, 128, 16, 8, 8, 1, stages=3) if dtype.endswith("32") else TileShape(64, 64, 16, 4, 4, 2,
                                                                                                  stages=3)
-    shape = shape._replace(each_k=each_k)
+    shape = shape._replace(each_k=each_k, shared_record=dtype == "int32")
     table = source.pipelined_table(semiring, dtype)
     for a_layout, b_layout in ALL_LAYOUTS:  # a K of 1 may plan another layout than the operands were drawn in
         monkeypatch.setitem(table, ("forward_argmax", dtype, a_layout[0] + b_layout[0]), shape)

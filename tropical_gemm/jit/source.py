@@ -52,7 +52,9 @@ class TileShape(NamedTuple):
     ``each_k``: the argmax of a product up to this deep compares every
     candidate with its output and keeps the winner's k, a compare and a
     select more per multiply-add, and no resolve follows; deeper ones record
-    slices (see ``each_k_depth``).  0: one slice (BK) deep.
+    slices (see ``each_k_depth``).  0: one slice (BK) deep.  ``shared_record``:
+    the pipelined square argmax keeps half of that record in shared memory
+    past its stages, not in registers (``dynamic_shared_bytes``).
     """
 
     bm: int
@@ -64,6 +66,7 @@ class TileShape(NamedTuple):
     unroll: int = 0
     stages: int = 0
     each_k: int = 0
+    shared_record: bool = False
 
     @property
     def threads(self) -> int:
@@ -168,13 +171,11 @@ PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
 #: The same, for the products with the exact integer path (int32 and int64 under max_plus, min_plus,
 #: max_times).  The argmax ran 1.36-1.48 times as fast as the register-staged one in every layout (int32,
 #: tune-tiles-exact-argmax-H200-2026-11-28.json); the plain product was no faster, so it keeps that one
-#: (tune-tiles-exact-H200-2026-11-28.json).  Where both operands are [line][k] (row-major A, column-major B)
-#: the argmax's slice loop unrolls 2 of its 8 k groups at a time, not 4: at 4 ptxas spilled registers of both
-#: the square and the stream kernel; at 2 the square kernel does not spill, and both ran faster
-#: (tune-tiles-i32-argmax-spills-H200-2026-12-02.json, docs/performance.md); its stream kernel unrolls 1.
+#: (tune-tiles-exact-H200-2026-11-28.json).  The argmax keeps half its slice record in shared memory, which
+#: lets its slice loop unroll 1 k group at a time without spills, for a shorter compile (issue 32's 2.0 s).
 PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
-    **{("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE for layouts in ("rr", "cr", "cc")},
-    ("forward_argmax", "int32", "rc"): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=2)}
+    ("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=1, shared_record=True)
+    for layouts in ("rr", "rc", "cr", "cc")}
 #: The stream family's own shapes with the exact integer path.  The int32 argmax's 128×64 tile (8×4 outputs a
 #: thread, one block an SM, no spills) compiles in about two thirds of the 128×128 one's time, which went over
 #: issue 32's 2.0 s budget, and ran as fast on stream products; square products ran slower on it, so they keep
@@ -324,7 +325,8 @@ def dynamic_shared_bytes(spec: KernelSpec) -> int:
         return lines * (shape.bk + pad) if k_contiguous else shape.bk * (lines + pad)
 
     per_stage = stage(shape.bm, spec.a_layout == "row") + stage(shape.bn, spec.b_layout == "col")
-    return shape.stages * per_stage * itemsize
+    record = shape.bm * shape.bn // 2 * 4 if shape.shared_record and spec.op == "forward_argmax" else 0
+    return shape.stages * per_stage * itemsize + record
 
 
 @lru_cache(maxsize=None)
@@ -381,6 +383,7 @@ def fragment(spec: KernelSpec) -> str:
             bm=shape.bm, bn=shape.bn, bk=shape.bk, tm=shape.tm, tn=shape.tn, threads=shape.threads,
             min_blocks=shape.min_blocks, unroll=shape.unroll or "TG_UNROLL", stages=shape.stages,
             smem_bytes=dynamic_shared_bytes(spec), each_k=each_k_depth(spec),
+            shared_record="true" if shape.shared_record else "false",
         )
         template = read_cuda_file(_forward_template(spec))
     else:
