@@ -168,26 +168,24 @@ PIPELINED_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "float32", "rr"): _PIPELINED_ARGMAX_4_BYTE._replace(each_k=_FLOAT_EACH_K),
     ("forward_argmax", "int32", "rr"): _PIPELINED_ARGMAX_4_BYTE,
 }
-#: The same, for the products with the exact integer path (int32 and int64 under max_plus, min_plus,
-#: max_times).  The argmax ran 1.36-1.48 times as fast as the register-staged one in every layout (int32,
-#: tune-tiles-exact-argmax-H200-2026-11-28.json); the plain product was no faster, so it keeps that one
-#: (tune-tiles-exact-H200-2026-11-28.json).  The argmax keeps half its slice record in shared memory, which
-#: lets its slice loop unroll 1 k group at a time without spills, for a shorter compile (issue 32's 2.0 s).
+#: The same, for the products with the exact integer path (int32 and int64 under max_plus, min_plus, max_times):
+#: the argmax ran 1.36-1.48 times as fast as the register-staged one in every layout, the plain product no faster
+#: (tune-tiles-exact-argmax-, tune-tiles-exact-H200-2026-11-28.json).  Half its slice record in shared memory lets
+#: its slice loop unroll 1 k group without spills: a shorter compile (issue 32's 2.0 s), and as fast or faster
+#: (exact-path-square-argmax-NVIDIA_H200-2026-12-02-a0cb7fd-vs-b43d701.json).
 PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", layouts): _PIPELINED_ARGMAX_4_BYTE._replace(unroll=1, shared_record=True)
     for layouts in ("rr", "rc", "cr", "cc")}
-#: The stream family's own shapes with the exact integer path.  The int32 argmax's 128×64 tile (8×4 outputs a
-#: thread, one block an SM, no spills) compiles in about two thirds of the 128×128 one's time, which went over
-#: issue 32's 2.0 s budget, and ran as fast on stream products; square products ran slower on it, so they keep
-#: 128×128 (tune-tiles-i32-argmax-128x64-H200-2026-12-02.json, exact-path-stream-argmax-…-vs-4728b03.json).
+#: The stream family's own shapes with the exact integer path: the int32 argmax's 128×64 tile (no spills)
+#: compiles in about two thirds of the 128×128 one's time and ran as fast on stream products; square products ran
+#: slower on it (tune-tiles-i32-argmax-128x64-H200-2026-12-02.json, exact-path-stream-argmax-…-vs-4728b03.json).
 STREAM_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", layouts): TileShape(128, 64, 16, 8, 4, min_blocks=1, stages=3)
     for layouts in ("rr", "rc", "cr", "cc")}
-#: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above),
-#: per (op, itemsize): the pipelined shapes of the other dtypes and layouts of that width.  Stream-K serves
-#: products whose last wave would run part empty, where evening out the SMs' work gains more than a tile
-#: tuned for the layout.  The 4-byte plain one (int32 with the exact path) unrolls 1 k group at a time: at
-#: more, ptxas spilled registers at the cap of two blocks an SM.
+#: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above), per
+#: (op, itemsize): the pipelined shapes of the other dtypes and layouts of that width.  Stream-K serves products
+#: whose last wave would run part empty, where evening out the SMs' work gains more than a tile tuned for the
+#: layout.  The 4-byte plain one (int32 with the exact path) unrolls 1 k group: at more, ptxas spilled.
 _STREAM_FALLBACK: dict[tuple[str, int], TileShape] = {("forward", 4): _SQUARE_128._replace(unroll=1),
                                                       ("forward_argmax", 4): _PIPELINED_ARGMAX_4_BYTE,
                                                       ("forward", 8): _PIPELINED_8_BYTE["rr"],
