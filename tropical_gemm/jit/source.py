@@ -305,8 +305,9 @@ def dynamic_shared_bytes(spec: KernelSpec) -> int:
     """The dynamic shared memory ``spec``'s kernel is launched with: the pipelined kernel's stages, else 0.
 
     An operand's stage is BK × (lines + V) elements, V being 16 bytes of the dtype: kept as [k][line], or as
-    [line][k] (lines × (BK + V)) where k is its contiguous axis (A row-major, B column-major).  The kernel
-    checks this against its own layout at compile time (pipelined.cuh's ``SMEM_BYTES``).
+    [line][k] (lines × (BK + V)) where k is its contiguous axis (A row-major, B column-major); ``shared_record``
+    adds the argmax's record of half the block's outputs (an int32 each).  pipelined.cuh checks its own layout
+    against this at compile time (``SMEM_BYTES``).
 
     Examples:
         >>> from tropical_gemm.jit import make_spec
@@ -323,8 +324,8 @@ def dynamic_shared_bytes(spec: KernelSpec) -> int:
         return lines * (shape.bk + pad) if k_contiguous else shape.bk * (lines + pad)
 
     per_stage = stage(shape.bm, spec.a_layout == "row") + stage(shape.bn, spec.b_layout == "col")
-    record = shape.bm * shape.bn // 2 * 4 if shape.shared_record and spec.op == "forward_argmax" else 0
-    return shape.stages * per_stage * itemsize + record
+    shared_record = shape.shared_record and spec.op == "forward_argmax"
+    return shape.stages * per_stage * itemsize + (shape.bm * shape.bn // 2 * 4 if shared_record else 0)
 
 
 @lru_cache(maxsize=None)
