@@ -7,7 +7,7 @@ part of the source, hence of the cache key, so candidates never share a
 cache entry).  A pipelined candidate serves every operand layout of its
 (op, dtype) (in ``PIPELINED_EXACT_SHAPES`` where the semiring and dtype
 take the exact integer path), in the square family and the stream family
-alike (``STREAM_EXACT_SHAPES`` is set aside); None removes them from the
+alike (``STREAM_EXACT_SHAPES`` and ``STREAM_SHAPES`` are set aside); None removes them from the
 table: the register-staged square kernel, for comparison (the stream
 family then takes its fallback shape).  The
 winners go into the tables (or the preamble) by hand, with this script's
@@ -78,6 +78,7 @@ table = source.pipelined_table(cfg["semiring"], cfg["dtype"])
 for layouts in ("rr", "rc", "cr", "cc") if "pipelined" in cfg else ():
     key = (cfg["op"], cfg["dtype"], layouts)
     source.STREAM_EXACT_SHAPES.pop(key, None)  # the stream family then takes the candidate too
+    source.STREAM_SHAPES.pop(key, None)
     if cfg["pipelined"] is None:
         table.pop(key, None)
     else:

@@ -181,11 +181,12 @@ def test_a_short_k_argmax_resolves_tiles_of_outputs_from_shared_memory():
 def test_every_pipelined_shape_fits_the_smallest_opt_in_of_sm_80_and_later():
     from tropical_gemm.jit import make_spec
     from tropical_gemm.jit.source import (PIPELINED_EXACT_SHAPES, PIPELINED_SHAPES, PIPELINED_SHARED_LIMIT,
-                                          STREAM_EXACT_SHAPES, dynamic_shared_bytes, pipelined, tile_shape)
+                                          STREAM_EXACT_SHAPES, STREAM_SHAPES, dynamic_shared_bytes, pipelined,
+                                          tile_shape)
 
     layouts = {"r": "row", "c": "col"}
     for semiring, table, tile in (("max_min", PIPELINED_SHAPES, "square"), ("max_plus", PIPELINED_EXACT_SHAPES, "square"),
-                                  ("max_plus", STREAM_EXACT_SHAPES, "stream")):
+                                  ("max_plus", STREAM_EXACT_SHAPES, "stream"), ("max_min", STREAM_SHAPES, "stream")):
         for (op, dtype, (a, b)), shape in table.items():
             spec = make_spec(op, semiring, dtype, a_layout=layouts[a], b_layout=layouts[b], tile=tile)
             assert pipelined(spec) and tile_shape(spec) == shape, spec.name

@@ -44,7 +44,8 @@ _SHAPES = {4: TileShape(32, 32, 8, 4, 4, min_blocks=2, stages=3), 8: TileShape(3
 @pytest.fixture(autouse=True)
 def small_stream_tiles(monkeypatch, fresh_plans):
     """Every square and stream tile small (for plans made afresh: ``fresh_plans``)."""
-    for table in (source.PIPELINED_SHAPES, source.PIPELINED_EXACT_SHAPES, source.STREAM_EXACT_SHAPES):
+    for table in (source.PIPELINED_SHAPES, source.PIPELINED_EXACT_SHAPES, source.STREAM_EXACT_SHAPES,
+                  source.STREAM_SHAPES):
         for key in list(table):
             monkeypatch.setitem(table, key, _SHAPES[np.dtype(key[1]).itemsize])
     for key in list(source._STREAM_FALLBACK):

@@ -182,6 +182,10 @@ PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
 STREAM_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", layouts): TileShape(128, 64, 16, 8, 4, min_blocks=1, stages=3)
     for layouts in ("rr", "rc", "cr", "cc")}
+#: The same, for the rest: 4-byte plain products on the 128×128 tile in every layout, as fast on stream products as
+#: the mixed layouts' 256×128 and 128×256, in half the compile (those passed 2.0 s: stream-k-…-vs-3e96ea9.json).
+STREAM_SHAPES: dict[tuple[str, str, str], TileShape] = {
+    ("forward", dtype, layouts): _SQUARE_128 for dtype in ("float32", "int32") for layouts in ("rc", "cr")}
 #: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above), per
 #: (op, itemsize): the pipelined shapes of the other dtypes and layouts of that width.  Stream-K serves products
 #: whose last wave would run part empty, where evening out the SMs' work gains more than a tile tuned for the
@@ -257,8 +261,8 @@ def _pipelined_key(spec: KernelSpec) -> tuple[str, str, str]:
 
 
 def stream_shape(semiring: str, dtype: str, op: str, layouts: str) -> TileShape:
-    """The stream family's tile: its own (``STREAM_EXACT_SHAPES``), the square family's pipelined shape, or the
-    fallback of its op and width.
+    """The stream family's tile: its own (``STREAM_EXACT_SHAPES`` with the exact path, else ``STREAM_SHAPES``), the
+    square family's pipelined shape, or the fallback of its op and width.
 
     Examples:
         >>> from tropical_gemm.jit.source import stream_shape
@@ -266,9 +270,8 @@ def stream_shape(semiring: str, dtype: str, op: str, layouts: str) -> TileShape:
         (128, 128, 32, 8, 8)
     """
     key = (op, dtype, layouts)
-    if needs_exact_path(semiring, dtype) and key in STREAM_EXACT_SHAPES:
-        return STREAM_EXACT_SHAPES[key]
-    return pipelined_table(semiring, dtype).get(key) or _STREAM_FALLBACK[(op, np.dtype(dtype).itemsize)]
+    own = STREAM_EXACT_SHAPES if needs_exact_path(semiring, dtype) else STREAM_SHAPES
+    return own.get(key) or pipelined_table(semiring, dtype).get(key) or _STREAM_FALLBACK[(op, np.dtype(dtype).itemsize)]
 
 
 def tile_shape(spec: KernelSpec) -> TileShape:
