@@ -182,10 +182,12 @@ PIPELINED_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
 STREAM_EXACT_SHAPES: dict[tuple[str, str, str], TileShape] = {
     ("forward_argmax", "int32", layouts): TileShape(128, 64, 16, 8, 4, min_blocks=1, stages=3)
     for layouts in ("rr", "rc", "cr", "cc")}
-#: The same, for the rest: 4-byte plain products on the 128×128 tile in every layout, as fast on stream products as
-#: the mixed layouts' 256×128 and 128×256, in half the compile (those passed 2.0 s: stream-k-…-vs-3e96ea9.json).
+#: The same, for the rest: 4-byte plain products in mixed layouts, whose 256×128 and 128×256 tiles passed 2.0 s of
+#: compile (int32 `max_min`, `min_max`).  rc: 128×128, one block an SM (at two, ptxas spilled); int32 cr: two; float32
+#: cr keeps 128×256, which ran faster.  Each as fast or faster on stream products (stream-k-…-vs-3e96ea9.json).
 STREAM_SHAPES: dict[tuple[str, str, str], TileShape] = {
-    ("forward", dtype, layouts): _SQUARE_128 for dtype in ("float32", "int32") for layouts in ("rc", "cr")}
+    **{("forward", dtype, "rc"): _SQUARE_128._replace(min_blocks=1) for dtype in ("float32", "int32")},
+    ("forward", "int32", "cr"): _SQUARE_128}
 #: The stream family's shape where the square family's kernel is register-staged (no pipelined shape above), per
 #: (op, itemsize): the pipelined shapes of the other dtypes and layouts of that width.  Stream-K serves products
 #: whose last wave would run part empty, where evening out the SMs' work gains more than a tile tuned for the
