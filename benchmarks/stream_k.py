@@ -80,6 +80,7 @@ def _row(a, b, argmax: bool, name: str, sms: int, semiring: str = "max_plus", **
 
 
 def _try_shapes(shapes: "list[str] | None") -> None:
+    """Set ``--shape``'s tiles before any kernel is built: a tile is part of its kernel's source and cache key."""
     from tropical_gemm.jit import source
 
     for text in shapes or ():

@@ -86,11 +86,9 @@ _SQUARE_I64 = TileShape(64, 64, 16, 4, 4, min_blocks=2)  # BK=16 beat 8: tune-ti
 #: are one instruction, which the compare and selects would quadruple.
 _FLOAT_EACH_K = 256
 # The argmax variant also keeps, per output, the slice number and the value before the slice.  With the plain
-# product's 8×8 thread tile ("wide") that takes an SM's register file for one block, and its compile went over
-# the budget; the 8×4 thread tile ("lean") compiles in about half the time (point _ARGMAX_4_BYTE at either).
-_ARGMAX_4_BYTE_WIDE = TileShape(128, 128, 16, 8, 8, min_blocks=1)
-_ARGMAX_4_BYTE_LEAN = TileShape(128, 64, 8, 8, 4, min_blocks=2)
-_ARGMAX_4_BYTE = _ARGMAX_4_BYTE_LEAN
+# product's 8×8 thread tile that takes an SM's register file for one block, and its compile went over the budget;
+# 8×4 outputs a thread compile in about half the time (tune_tiles.py's CANDIDATES time both).
+_ARGMAX_4_BYTE = TileShape(128, 64, 8, 8, 4, min_blocks=2)
 # int32 (with the exact path): two blocks per SM spilled the lean tile's registers; at one block of
 # 16-deep slices it has none, and ran 5% faster (tune-tiles-argmax-H200-2026-11-28.json).
 _ARGMAX_I32 = TileShape(128, 64, 16, 8, 4, min_blocks=1)
